@@ -1,0 +1,158 @@
+// Package redistest starts throwaway redis-server processes for tests: on
+// 127.0.0.1, a random port, no persistence, stopped when the test ends.
+//
+// Without redis-server on PATH the tests that need it skip, saying so; with
+// FREQCAP_REQUIRE_REDIS=1 (as CI sets) they fail instead. REDIS_URL, when
+// set, is used instead of starting a server.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is a running redis-server.
+type Server struct {
+	Addr string
+	Port int
+	Dir  string
+	cmd  *exec.Cmd
+}
+
+// need skips or fails the test when redis-server is missing.
+func need(tb testing.TB) string {
+	tb.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("FREQCAP_REQUIRE_REDIS") == "1" {
+			tb.Fatalf("redis-server is not on PATH and FREQCAP_REQUIRE_REDIS=1: install it (apt-get install redis-server)")
+		}
+		tb.Skip("redis-server is not on PATH: skipping a test that needs a real Redis (set FREQCAP_REQUIRE_REDIS=1 to make this a failure)")
+	}
+	return path
+}
+
+// URL returns REDIS_URL when set, or the URL of a server started for tb.
+func URL(tb testing.TB) string {
+	tb.Helper()
+	if u := os.Getenv("REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://" + Start(tb).Addr + "/0"
+}
+
+// Client returns a client to REDIS_URL or to a server started for tb, with
+// its database flushed, closed at the end of the test.
+func Client(tb testing.TB) *redis.Client {
+	tb.Helper()
+	opt, err := redis.ParseURL(URL(tb))
+	if err != nil {
+		tb.Fatalf("parsing REDIS_URL: %v", err)
+	}
+	opt.ContextTimeoutEnabled = true
+	c := redis.NewClient(opt)
+	tb.Cleanup(func() { c.Close() })
+	if err := c.FlushDB(context.Background()).Err(); err != nil {
+		tb.Fatalf("flushing test database: %v", err)
+	}
+	return c
+}
+
+// Start runs a redis-server for tb with the extra config args given
+// ("--name value" pairs) and stops it at the end of the test.
+func Start(tb testing.TB, args ...string) *Server {
+	tb.Helper()
+	path := need(tb)
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			tb.Fatalf("finding a free port: %v", err)
+		}
+		s, err := startOn(tb, path, port, args)
+		if err == nil {
+			tb.Cleanup(s.Stop)
+			return s
+		}
+		lastErr = err
+	}
+	tb.Fatalf("starting redis-server: %v", lastErr)
+	return nil
+}
+
+func startOn(tb testing.TB, path string, port int, args []string) (*Server, error) {
+	dir := tb.TempDir()
+	base := []string{
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning",
+	}
+	cmd := exec.Command(path, append(base, args...)...)
+	logf, err := os.Create(dir + "/redis.log")
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, Dir: dir, cmd: cmd}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", s.Addr, 100*time.Millisecond); err == nil {
+			rd := bufio.NewReader(c)
+			fmt.Fprint(c, "PING\r\n")
+			c.SetReadDeadline(time.Now().Add(time.Second))
+			line, _ := rd.ReadString('\n')
+			c.Close()
+			if strings.HasPrefix(line, "+PONG") || strings.HasPrefix(line, "-NOAUTH") {
+				return s, nil
+			}
+		}
+		if cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.Stop()
+	log, _ := os.ReadFile(dir + "/redis.log")
+	return nil, fmt.Errorf("redis-server on port %d did not start: %s", port, log)
+}
+
+// Stop kills the server and waits for it; calling it twice is harmless.
+func (s *Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Restart starts the server again on the same port (after Stop).
+func (s *Server) Restart(tb testing.TB, args ...string) {
+	tb.Helper()
+	n, err := startOn(tb, need(tb), s.Port, args)
+	if err != nil {
+		tb.Fatalf("restarting redis-server: %v", err)
+	}
+	s.cmd = n.cmd
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,58 @@
+package limiter
+
+import "time"
+
+// periodStart is the start of the calendar period of unit u that contains t,
+// in t's location: local midnight of the day, of the Monday of the week, or of
+// the first of the month. time.Date normalises a midnight that a DST change
+// skips to the first instant that exists.
+func periodStart(t time.Time, u Unit) time.Time {
+	y, m, d := t.Date()
+	switch u {
+	case Week:
+		// Monday is the first day: Go's Sunday is 0, so shift by 6 mod 7.
+		d -= (int(t.Weekday()) + 6) % 7
+	case Month:
+		d = 1
+	}
+	return time.Date(y, m, d, 0, 0, 0, 0, t.Location())
+}
+
+// nextPeriod is the start of the period of unit u after the one starting at
+// start.
+func nextPeriod(start time.Time, u Unit) time.Time {
+	y, m, d := start.Date()
+	switch u {
+	case Day:
+		d++
+	case Week:
+		d += 7
+	case Month:
+		m++
+	}
+	return time.Date(y, m, d, 0, 0, 0, 0, start.Location())
+}
+
+// periodBounds returns four consecutive period starts in ms since the epoch:
+// the previous period's, the current one's (the period holding approx), the
+// next one's and the one after. The store picks the period that holds its
+// own clock's "now" among them, so a gateway clock that is off by less than a
+// period still gives the right answer.
+func periodBounds(approx time.Time, u Unit, zone *time.Location) [4]int64 {
+	cur := periodStart(approx.In(zone), u)
+	prev := periodStart(cur.Add(-time.Hour), u)
+	next := nextPeriod(cur, u)
+	after := nextPeriod(next, u)
+	return [4]int64{prev.UnixMilli(), cur.UnixMilli(), next.UnixMilli(), after.UnixMilli()}
+}
+
+// pickPeriod returns the start and end of the period holding now among the
+// bounds, and false when now is outside them all.
+func pickPeriod(b [4]int64, now int64) (start, end int64, ok bool) {
+	for i := 0; i < 3; i++ {
+		if b[i] <= now && now < b[i+1] {
+			return b[i], b[i+1], true
+		}
+	}
+	return 0, 0, false
+}

@@ -1,0 +1,93 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Check applies one rule to one request.
+type Check struct {
+	Rule *Rule
+	// Values are the request's values of Rule.By, in the same order.
+	Values []string
+	// Cost is how many units this request takes (0 counts nothing and is
+	// admitted while the rule is not over its limit).
+	Cost int64
+	// Zone is the recipient's zone for a calendar rule; nil means the rule's
+	// own zone.
+	Zone *time.Location
+}
+
+// Request is one decision over every rule that applies to a request.
+type Request struct {
+	Checks []Check
+	// Now is the decision time. The zero value means the store's clock: the
+	// Redis server's TIME, or the memory store's clock. Tests set it.
+	Now time.Time
+}
+
+// Result is one rule's part of a decision.
+type Result struct {
+	Rule  *Rule
+	Limit int64
+	// Used is what the rule counts in its window, including this request
+	// when it was admitted.
+	Used int64
+	// Remaining is Limit-Used, never below 0.
+	Remaining int64
+	// Reset is when the next unit frees up: for a rolling window, when the
+	// oldest counted record leaves it; for a calendar window, the end of the
+	// period. Zero when nothing is counted in a rolling window.
+	Reset time.Duration
+	// Denied reports that this rule alone would refuse the request.
+	Denied bool
+	// RetryAfter is, for a denying rule, how long until it would admit this
+	// request's cost: exact, from the records.
+	RetryAfter time.Duration
+}
+
+// Decision is the answer for a request.
+type Decision struct {
+	Allowed bool
+	// Results are in the order of the request's checks.
+	Results []Result
+	// Denier is the index in Results of the rule that denies longest, or -1.
+	Denier int
+	// RetryAfter is how long until every denying rule would admit.
+	RetryAfter time.Duration
+	// Now is the time the decision was made at, by the store's clock.
+	Now time.Time
+	// ID identifies the admission for Refund; empty when nothing was
+	// recorded.
+	ID string
+}
+
+// Store decides requests against recorded history. Every method is safe for
+// concurrent use, also from several processes sharing one Redis.
+type Store interface {
+	// Decide admits the request only if every check admits it, and then
+	// records it in every check's log, atomically; a denial records nothing.
+	Decide(ctx context.Context, req *Request) (*Decision, error)
+	// Usage answers as Decide would with each check's cost, recording
+	// nothing.
+	Usage(ctx context.Context, req *Request) (*Decision, error)
+	// Refund gives back what the admission id recorded, once: it reports
+	// false for a second refund, an expired record or an unknown id.
+	Refund(ctx context.Context, id string) (bool, error)
+	// Reset forgets every record of the checks' logs.
+	Reset(ctx context.Context, req *Request) error
+	// Close releases what the store holds.
+	Close() error
+}
+
+// Sentinel errors; wrapped with %w, so test with errors.Is.
+var (
+	// ErrStore is returned when the store cannot be reached or fails.
+	ErrStore = errors.New("frequency cap store failed")
+	// ErrTimeout is returned when the store did not answer in time.
+	ErrTimeout = errors.New("frequency cap store timed out")
+	// ErrClockSkew is returned when the store's clock is more than a
+	// calendar period away from the gateway's.
+	ErrClockSkew = errors.New("store clock is more than a calendar period away from the gateway clock")
+)
