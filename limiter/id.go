@@ -9,7 +9,7 @@ import (
 // recorded is what one admission wrote into one sub-log: enough to take it
 // back.
 type recorded struct {
-	key, sub     string
+	key, sub    string
 	grain, t, c int64
 }
 

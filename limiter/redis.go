@@ -365,4 +365,3 @@ func cmpErr(have, next error) error {
 	}
 	return have
 }
-
