@@ -1,0 +1,161 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
+
+// ProblemType is the "type" of a denial's problem+json body (RFC 9457).
+const ProblemType = "https://github.com/freqcap/caddy-freqcap#rate-limited"
+
+// failure is an answer the handler gives instead of passing the request
+// on: a 400, 413 or 503 with a JSON reason.
+type failure struct {
+	status    int
+	reason    string
+	dimension string
+	rule      string
+}
+
+// write sends f as {"error": ..., "dimension": ..., "rule": ...}.
+func (f *failure) write(w http.ResponseWriter) error {
+	body := struct {
+		Error     string `json:"error"`
+		Dimension string `json:"dimension,omitempty"`
+		Rule      string `json:"rule,omitempty"`
+	}{f.reason, f.dimension, f.rule}
+	return writeJSON(w, f.status, "application/json", body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, contentType string, v any) error {
+	out, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding answer: %w", err)
+	}
+	out = append(out, '\n')
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(out)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, err = w.Write(out)
+	return err
+}
+
+// problem is the body of a denial.
+type problem struct {
+	Type       string     `json:"type"`
+	Title      string     `json:"title"`
+	Status     int        `json:"status"`
+	Detail     string     `json:"detail"`
+	Rule       string     `json:"rule"`
+	Limit      int64      `json:"limit"`
+	Window     string     `json:"window"`
+	RetryAfter int64      `json:"retry_after"`
+	Violated   []violated `json:"violated"`
+}
+
+// violated is one rule that refused the request.
+type violated struct {
+	Rule       string `json:"rule"`
+	Limit      int64  `json:"limit"`
+	Used       int64  `json:"used"`
+	Remaining  int64  `json:"remaining"`
+	Window     string `json:"window"`
+	RetryAfter int64  `json:"retry_after"`
+}
+
+// writeDenial answers a denied request: the quota headers are already set.
+func writeDenial(w http.ResponseWriter, status int, req *limiter.Request, d *limiter.Decision) error {
+	den := d.Results[d.Denier]
+	retry := retryAfter(d.RetryAfter)
+	p := problem{
+		Type:       ProblemType,
+		Title:      http.StatusText(status),
+		Status:     status,
+		Rule:       den.Rule.Name,
+		Limit:      den.Limit,
+		Window:     windowOf(&req.Checks[d.Denier]),
+		RetryAfter: retry,
+	}
+	p.Detail = fmt.Sprintf("rule %s allows %d per %s; retry in %d s", p.Rule, p.Limit, p.Window, retry)
+	for i, res := range d.Results {
+		if !res.Denied {
+			continue
+		}
+		p.Violated = append(p.Violated, violated{
+			Rule:       res.Rule.Name,
+			Limit:      res.Limit,
+			Used:       res.Used,
+			Remaining:  res.Remaining,
+			Window:     windowOf(&req.Checks[i]),
+			RetryAfter: retryAfter(res.RetryAfter),
+		})
+	}
+	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+	return writeJSON(w, status, "application/problem+json", p)
+}
+
+// windowOf names a check's window as configured, with the zone the request
+// was actually counted in.
+func windowOf(c *limiter.Check) string {
+	w := c.Rule.Window
+	if w.IsCalendar() && c.Zone != nil {
+		w.Zone = c.Zone
+	}
+	return w.String()
+}
+
+// setQuotaHeaders sets the fields of draft-ietf-httpapi-ratelimit-headers-10
+// for every applied rule, and the X-RateLimit-* fields of the tightest one.
+func setQuotaHeaders(h http.Header, d *limiter.Decision) {
+	if len(d.Results) == 0 {
+		return
+	}
+	var policy, state strings.Builder
+	for i, res := range d.Results {
+		if i > 0 {
+			policy.WriteString(", ")
+			state.WriteString(", ")
+		}
+		// Rule names are restricted to characters that need no escaping
+		// in a structured-field string.
+		fmt.Fprintf(&policy, "%q;q=%d;w=%d", res.Rule.Name, res.Limit, res.Rule.Window.Seconds())
+		fmt.Fprintf(&state, "%q;r=%d;t=%d", res.Rule.Name, res.Remaining, ceilSeconds(res.Reset))
+	}
+	h.Set("RateLimit-Policy", policy.String())
+	h.Set("RateLimit", state.String())
+	t := d.Results[tightest(d)]
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(t.Limit, 10))
+	h.Set("X-RateLimit-Remaining", strconv.FormatInt(t.Remaining, 10))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(t.Reset), 10))
+}
+
+// tightest is the index of the rule with the least remaining; of equals,
+// the one that frees up last.
+func tightest(d *limiter.Decision) int {
+	tight := 0
+	for i, res := range d.Results {
+		t := d.Results[tight]
+		if res.Remaining < t.Remaining || (res.Remaining == t.Remaining && res.Reset > t.Reset) {
+			tight = i
+		}
+	}
+	return tight
+}
+
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// retryAfter is a Retry-After value: whole seconds, rounded up, at least 1.
+func retryAfter(d time.Duration) int64 { return max(1, ceilSeconds(d)) }

@@ -1,0 +1,463 @@
+package caddymodule
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("frequency_cap", parseCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("frequency_cap", httpcaddyfile.Before, "reverse_proxy")
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	handler := new(Handler)
+	err := handler.UnmarshalCaddyfile(h.Dispenser)
+	return handler, err
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+//
+//	frequency_cap [<matcher>] {
+//	    name        <name>
+//	    redis       [<url>] [{
+//	        url             <url>
+//	        address         <host:port>...
+//	        cluster
+//	        sentinel_master <master>
+//	        username        <user>
+//	        password        <password>
+//	        db              <n>
+//	        tls
+//	        tls_ca          <pem-file>
+//	        tls_server_name <name>
+//	        tls_insecure_skip_verify
+//	        timeout         <duration>
+//	        dial_timeout    <duration>
+//	        pool_size       <n>
+//	    }]
+//	    key_prefix  <prefix>
+//	    on_error    allow|deny
+//	    on_missing  reject|skip
+//	    refund_on   <class-or-code>...
+//	    dry_run
+//	    max_body    <size>
+//	    status_code <code>
+//	    log_values
+//	    dimension   <name> <placeholder>
+//	    rule <name> {
+//	        by       <dimension>...
+//	        limit    <n>
+//	        window   <duration>
+//	        calendar day|week|month [<zone>|<placeholder> [<fallback-zone>]]
+//	        cost     <n>|<placeholder>
+//	    }
+//	}
+//
+// dimension and rule may repeat; a rule has exactly one of window and
+// calendar. Every other subdirective may appear once.
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := map[string]bool{}
+	// Rules may name dimensions declared further down; an unknown one is
+	// reported at its by line once the whole block is read.
+	var unknown []pendingDim
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		if sub != "dimension" && sub != "rule" {
+			if seen[sub] {
+				return d.Errf("%s already specified", sub)
+			}
+			seen[sub] = true
+		}
+		var err error
+		switch sub {
+		case "name":
+			h.Name, err = oneArg(d)
+		case "redis":
+			err = h.unmarshalRedis(d)
+		case "key_prefix":
+			h.KeyPrefix, err = oneArg(d)
+		case "on_error":
+			h.OnError, err = oneOf(d, OnErrorAllow, OnErrorDeny)
+		case "on_missing":
+			h.OnMissing, err = oneOf(d, OnMissingReject, OnMissingSkip)
+		case "refund_on":
+			err = h.unmarshalRefundOn(d)
+		case "dry_run":
+			h.DryRun, err = true, noArgs(d)
+		case "log_values":
+			h.LogValues, err = true, noArgs(d)
+		case "max_body":
+			err = h.unmarshalMaxBody(d)
+		case "status_code":
+			err = h.unmarshalStatusCode(d)
+		case "dimension":
+			err = h.unmarshalDimension(d)
+		case "rule":
+			var u []pendingDim
+			u, err = h.unmarshalRule(d)
+			unknown = append(unknown, u...)
+		default:
+			return d.Errf("unrecognized subdirective %q", sub)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, u := range unknown {
+		if _, ok := h.Dimensions[u.name]; !ok {
+			return u.err
+		}
+	}
+	if len(h.Rules) == 0 {
+		return d.Err("frequency_cap needs at least one rule")
+	}
+	return nil
+}
+
+// pendingDim is a dimension a rule names that was not declared (yet), with
+// the error that reports it at its line.
+type pendingDim struct {
+	name string
+	err  error
+}
+
+func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
+	h.Redis = new(RedisConfig)
+	rc := h.Redis
+	if d.NextArg() {
+		rc.URL = d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		if seen[sub] {
+			return d.Errf("redis %s already specified", sub)
+		}
+		seen[sub] = true
+		var err error
+		switch sub {
+		case "url":
+			if rc.URL != "" {
+				return d.Err("redis url already specified")
+			}
+			rc.URL, err = oneArg(d)
+		case "address":
+			rc.Addresses = d.RemainingArgs()
+			if len(rc.Addresses) == 0 {
+				return d.ArgErr()
+			}
+			for _, a := range rc.Addresses {
+				if !strings.Contains(a, ":") && !isPlaceholder(a) {
+					return d.Errf("redis address %q has no port", a)
+				}
+			}
+		case "cluster":
+			rc.Cluster, err = true, noArgs(d)
+		case "sentinel_master":
+			rc.SentinelMaster, err = oneArg(d)
+		case "username":
+			rc.Username, err = oneArg(d)
+		case "password":
+			rc.Password, err = oneArg(d)
+		case "db":
+			rc.DB, err = intArg(d, "redis db", 0)
+		case "tls":
+			rc.TLS, err = true, noArgs(d)
+		case "tls_ca":
+			rc.TLSCA, err = oneArg(d)
+		case "tls_server_name":
+			rc.TLSServerName, err = oneArg(d)
+		case "tls_insecure_skip_verify":
+			rc.TLSInsecureSkipVerify, err = true, noArgs(d)
+		case "timeout":
+			rc.Timeout, err = durationArg(d, "redis timeout")
+		case "dial_timeout":
+			rc.DialTimeout, err = durationArg(d, "redis dial_timeout")
+		case "pool_size":
+			rc.PoolSize, err = intArg(d, "redis pool_size", 1)
+		default:
+			return d.Errf("unrecognized redis subdirective %q", sub)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if rc.URL == "" && len(rc.Addresses) == 0 {
+		return d.Err("redis needs a URL or an address")
+	}
+	if rc.URL != "" && (len(rc.Addresses) > 0 || rc.Cluster || rc.SentinelMaster != "") {
+		return d.Err("redis url cannot be combined with address, cluster or sentinel_master")
+	}
+	if rc.Cluster && rc.SentinelMaster != "" {
+		return d.Err("redis cluster and sentinel_master exclude each other")
+	}
+	return nil
+}
+
+func (h *Handler) unmarshalRefundOn(d *caddyfile.Dispenser) error {
+	h.RefundOn = d.RemainingArgs()
+	if len(h.RefundOn) == 0 {
+		return d.ArgErr()
+	}
+	for _, s := range h.RefundOn {
+		if _, err := parseStatusMatch(s); err != nil {
+			return d.Err(err.Error())
+		}
+	}
+	return nil
+}
+
+func (h *Handler) unmarshalMaxBody(d *caddyfile.Dispenser) error {
+	s, err := oneArg(d)
+	if err != nil {
+		return err
+	}
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n == 0 || n > 1<<40 {
+		return d.Errf("max_body %q is not a size such as 1MiB", s)
+	}
+	h.MaxBody = int64(n)
+	return nil
+}
+
+func (h *Handler) unmarshalStatusCode(d *caddyfile.Dispenser) error {
+	s, err := oneArg(d)
+	if err != nil {
+		return err
+	}
+	code, err := strconv.Atoi(s)
+	if err != nil || code < 400 || code > 599 {
+		return d.Errf("status_code %q is not a 4xx or 5xx status", s)
+	}
+	h.StatusCode = code
+	return nil
+}
+
+func (h *Handler) unmarshalDimension(d *caddyfile.Dispenser) error {
+	args := d.RemainingArgs()
+	if len(args) != 2 {
+		return d.ArgErr()
+	}
+	name, expr := args[0], args[1]
+	if !limiter.ValidDimensionName(name) {
+		return d.Errf("dimension %q: invalid name (a letter or '_', then letters, digits, '_', '.', '-')", name)
+	}
+	if _, dup := h.Dimensions[name]; dup {
+		return d.Errf("dimension %s already declared", name)
+	}
+	if h.Dimensions == nil {
+		h.Dimensions = make(map[string]string)
+	}
+	h.Dimensions[name] = expr
+	return nil
+}
+
+func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	rc := RuleConfig{Name: d.Val()}
+	if !limiter.ValidDimensionName(rc.Name) {
+		return nil, d.Errf("rule %q: invalid name (a letter or '_', then letters, digits, '_', '.', '-')", rc.Name)
+	}
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for _, r := range h.Rules {
+		if r.Name == rc.Name {
+			return nil, d.Errf("rule %s already defined", rc.Name)
+		}
+	}
+	ruleErr := func(msg string) error { return d.Errf("rule %s: %s", rc.Name, msg) }
+	// What a rule lacks is reported at the line that names the rule.
+	needBy := ruleErr("needs by <dimension>...")
+	needLimit := ruleErr("needs limit <n>")
+	needWindow := ruleErr("needs window <duration> or calendar day|week|month")
+	var unknown []pendingDim
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		if seen[sub] {
+			return nil, ruleErr(sub + " already specified")
+		}
+		seen[sub] = true
+		var err error
+		switch sub {
+		case "by":
+			rc.By = d.RemainingArgs()
+			if len(rc.By) == 0 {
+				return nil, d.ArgErr()
+			}
+			for i, dim := range rc.By {
+				if !limiter.ValidDimensionName(dim) {
+					return nil, ruleErr("invalid dimension name " + strconv.Quote(dim))
+				}
+				for _, prev := range rc.By[:i] {
+					if prev == dim {
+						return nil, ruleErr("dimension " + dim + " listed twice")
+					}
+				}
+				if _, ok := h.Dimensions[dim]; !ok {
+					unknown = append(unknown, pendingDim{dim, ruleErr("unknown dimension " + strconv.Quote(dim) + " (declare it with dimension " + dim + " <placeholder>)")})
+				}
+			}
+		case "limit":
+			var s string
+			if s, err = oneArg(d); err != nil {
+				return nil, err
+			}
+			n, perr := strconv.ParseInt(s, 10, 64)
+			if perr != nil || n < 1 {
+				return nil, ruleErr("limit " + strconv.Quote(s) + " is not a positive integer")
+			}
+			rc.Limit = n
+		case "window":
+			if seen["calendar"] {
+				return nil, ruleErr("window and calendar exclude each other")
+			}
+			if rc.Window, err = durationArg(d, "rule "+rc.Name+": window"); err != nil {
+				return nil, err
+			}
+			if rc.Window <= 0 {
+				return nil, ruleErr("window must be positive")
+			}
+			r := limiter.Rule{Name: rc.Name, By: []string{"x"}, Window: limiter.Window{Duration: time.Duration(rc.Window)}}
+			if err := r.Validate(); err != nil {
+				return nil, d.Err(err.Error())
+			}
+		case "calendar":
+			if seen["window"] {
+				return nil, ruleErr("window and calendar exclude each other")
+			}
+			if err := unmarshalCalendar(d, &rc); err != nil {
+				return nil, err
+			}
+		case "cost":
+			if rc.Cost, err = oneArg(d); err != nil {
+				return nil, err
+			}
+			if !isPlaceholder(rc.Cost) {
+				if n, perr := strconv.ParseInt(rc.Cost, 10, 64); perr != nil || n < 0 {
+					return nil, ruleErr("cost " + strconv.Quote(rc.Cost) + " is neither a non-negative integer nor a placeholder")
+				}
+			}
+		default:
+			return nil, d.Errf("unrecognized rule subdirective %q", sub)
+		}
+	}
+	switch {
+	case len(rc.By) == 0:
+		return nil, needBy
+	case rc.Limit == 0:
+		return nil, needLimit
+	case rc.Window == 0 && rc.Calendar == "":
+		return nil, needWindow
+	}
+	h.Rules = append(h.Rules, rc)
+	return unknown, nil
+}
+
+func unmarshalCalendar(d *caddyfile.Dispenser, rc *RuleConfig) error {
+	args := d.RemainingArgs()
+	if len(args) < 1 || len(args) > 3 {
+		return d.ArgErr()
+	}
+	if _, err := limiter.ParseUnit(args[0]); err != nil {
+		return d.Errf("rule %s: %v", rc.Name, err)
+	}
+	rc.Calendar = args[0]
+	if len(args) > 1 {
+		rc.Zone = args[1]
+		if !isPlaceholder(rc.Zone) {
+			if _, err := loadZone(rc.Zone); err != nil {
+				return d.Errf("rule %s: %v", rc.Name, err)
+			}
+		}
+	}
+	if len(args) > 2 {
+		if !isPlaceholder(rc.Zone) {
+			return d.Errf("rule %s: a fallback zone needs a placeholder zone such as {json.tz}", rc.Name)
+		}
+		rc.FallbackZone = args[2]
+		if _, err := loadZone(rc.FallbackZone); err != nil {
+			return d.Errf("rule %s: fallback zone: %v", rc.Name, err)
+		}
+	}
+	return nil
+}
+
+func oneArg(d *caddyfile.Dispenser) (string, error) {
+	if !d.NextArg() {
+		return "", d.ArgErr()
+	}
+	v := d.Val()
+	if d.NextArg() {
+		return "", d.ArgErr()
+	}
+	return v, nil
+}
+
+func noArgs(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+func oneOf(d *caddyfile.Dispenser, choices ...string) (string, error) {
+	sub := d.Val()
+	v, err := oneArg(d)
+	if err != nil {
+		return "", err
+	}
+	for _, c := range choices {
+		if v == c {
+			return v, nil
+		}
+	}
+	return "", d.Errf("%s must be %s, not %q", sub, strings.Join(choices, " or "), v)
+}
+
+func intArg(d *caddyfile.Dispenser, what string, least int) (int, error) {
+	s, err := oneArg(d)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < least {
+		return 0, d.Errf("%s %q is not an integer of at least %d", what, s, least)
+	}
+	return n, nil
+}
+
+func durationArg(d *caddyfile.Dispenser, what string) (caddy.Duration, error) {
+	s, err := oneArg(d)
+	if err != nil {
+		return 0, err
+	}
+	dur, err := caddy.ParseDuration(s)
+	if err != nil {
+		return 0, d.Errf("%s %q is not a duration such as 1m or 24h: %v", what, s, err)
+	}
+	if dur < 0 {
+		return 0, d.Errf("%s %q must not be negative", what, s)
+	}
+	return caddy.Duration(dur), nil
+}

@@ -1,0 +1,171 @@
+package caddymodule
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
+
+// dimension is a declared dimension that some rule uses.
+type dimension struct {
+	name string
+	expr string
+}
+
+// compiledRule is a RuleConfig made ready for requests.
+type compiledRule struct {
+	rule *limiter.Rule
+	// dims are indices into Handler.dims, in the order of rule.By.
+	dims []int
+	// costExpr is the placeholder expression of the cost, or "" when the
+	// cost is the constant cost.
+	costExpr string
+	cost     int64
+	// zoneExpr is the placeholder expression of the zone, or "" when the
+	// rule's zone is fixed.
+	zoneExpr string
+}
+
+// compile checks the dimensions and rules and turns them into h.dims and
+// h.rules; errors name the rule or dimension at fault.
+func (h *Handler) compile() error {
+	names := make([]string, 0, len(h.Dimensions))
+	for name, expr := range h.Dimensions {
+		if !limiter.ValidDimensionName(name) {
+			return fmt.Errorf("dimension %q: invalid name (a letter or '_', then letters, digits, '_', '.', '-')", name)
+		}
+		if strings.TrimSpace(expr) == "" {
+			return fmt.Errorf("dimension %s: empty expression", name)
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+
+	used := map[string]int{}
+	seen := map[string]bool{}
+	h.rules = make([]compiledRule, 0, len(h.Rules))
+	for i := range h.Rules {
+		rc := &h.Rules[i]
+		if rc.Name == "" {
+			return fmt.Errorf("rule #%d has no name", i+1)
+		}
+		if seen[rc.Name] {
+			return fmt.Errorf("rule %s: defined twice", rc.Name)
+		}
+		seen[rc.Name] = true
+		cr, err := compileRule(rc)
+		if err != nil {
+			return err
+		}
+		for _, d := range rc.By {
+			if _, ok := h.Dimensions[d]; !ok {
+				return fmt.Errorf("rule %s: unknown dimension %q (declare it with dimension %s <placeholder>)", rc.Name, d, d)
+			}
+			idx, ok := used[d]
+			if !ok {
+				idx = len(h.dims)
+				used[d] = idx
+				h.dims = append(h.dims, dimension{name: d, expr: h.Dimensions[d]})
+			}
+			cr.dims = append(cr.dims, idx)
+		}
+		h.rules = append(h.rules, cr)
+	}
+
+	for _, d := range h.dims {
+		h.needs |= needsOf(d.expr)
+	}
+	for _, r := range h.rules {
+		h.needs |= needsOf(r.costExpr) | needsOf(r.zoneExpr)
+	}
+	return nil
+}
+
+// compileRule checks one rule's own fields.
+func compileRule(rc *RuleConfig) (compiledRule, error) {
+	if !limiter.ValidDimensionName(rc.Name) {
+		return compiledRule{}, fmt.Errorf("rule %q: invalid name (a letter or '_', then letters, digits, '_', '.', '-')", rc.Name)
+	}
+	if len(rc.By) == 0 {
+		return compiledRule{}, fmt.Errorf("rule %s: no dimensions (by)", rc.Name)
+	}
+	if rc.Limit < 1 {
+		return compiledRule{}, fmt.Errorf("rule %s: limit must be at least 1, not %d", rc.Name, rc.Limit)
+	}
+	r := &limiter.Rule{Name: rc.Name, By: rc.By, Limit: rc.Limit}
+	cr := compiledRule{rule: r, cost: 1}
+
+	switch {
+	case rc.Window != 0 && rc.Calendar != "":
+		return compiledRule{}, fmt.Errorf("rule %s: window and calendar exclude each other", rc.Name)
+	case rc.Window != 0:
+		if rc.Zone != "" || rc.FallbackZone != "" {
+			return compiledRule{}, fmt.Errorf("rule %s: a zone needs a calendar window", rc.Name)
+		}
+		r.Window.Duration = time.Duration(rc.Window)
+	case rc.Calendar != "":
+		unit, err := limiter.ParseUnit(rc.Calendar)
+		if err != nil {
+			return compiledRule{}, fmt.Errorf("rule %s: %w", rc.Name, err)
+		}
+		r.Window.Unit = unit
+		if r.Window.Zone, cr.zoneExpr, err = ruleZone(rc); err != nil {
+			return compiledRule{}, err
+		}
+	default:
+		return compiledRule{}, fmt.Errorf("rule %s: needs a window or a calendar", rc.Name)
+	}
+
+	switch {
+	case rc.Cost == "" || rc.Cost == "1":
+	case isPlaceholder(rc.Cost):
+		cr.costExpr = rc.Cost
+		r.Weight = rc.Cost
+	default:
+		n, err := strconv.ParseInt(rc.Cost, 10, 64)
+		if err != nil || n < 0 {
+			return compiledRule{}, fmt.Errorf("rule %s: cost %q is neither a non-negative integer nor a placeholder", rc.Name, rc.Cost)
+		}
+		cr.cost = n
+		r.Weight = rc.Cost
+	}
+
+	if err := r.Validate(); err != nil {
+		return compiledRule{}, err
+	}
+	return cr, nil
+}
+
+// ruleZone returns a calendar rule's fixed zone, or its fallback zone and
+// the placeholder that names each request's zone.
+func ruleZone(rc *RuleConfig) (*time.Location, string, error) {
+	if isPlaceholder(rc.Zone) {
+		fallback := time.UTC
+		if rc.FallbackZone != "" {
+			z, err := loadZone(rc.FallbackZone)
+			if err != nil {
+				return nil, "", fmt.Errorf("rule %s: fallback zone: %w", rc.Name, err)
+			}
+			fallback = z
+		}
+		return fallback, rc.Zone, nil
+	}
+	if rc.FallbackZone != "" {
+		return nil, "", fmt.Errorf("rule %s: a fallback zone needs a placeholder zone", rc.Name)
+	}
+	if rc.Zone == "" {
+		return time.UTC, "", nil
+	}
+	z, err := loadZone(rc.Zone)
+	if err != nil {
+		return nil, "", fmt.Errorf("rule %s: %w", rc.Name, err)
+	}
+	return z, "", nil
+}
+
+// isPlaceholder reports whether s holds a placeholder to resolve per request.
+func isPlaceholder(s string) bool { return strings.Contains(s, "{") }

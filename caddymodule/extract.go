@@ -1,0 +1,171 @@
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// What an expression needs from the request body.
+const (
+	needJSON = 1 << iota
+	needForm
+)
+
+// needsOf tells which body placeholders expr uses.
+func needsOf(expr string) int {
+	n := 0
+	if strings.Contains(expr, "{json.") {
+		n |= needJSON
+	}
+	if strings.Contains(expr, "{form.") {
+		n |= needForm
+	}
+	return n
+}
+
+// body holds what the body placeholders read from one request.
+type body struct {
+	json any
+	form url.Values
+}
+
+// provide answers the {json.<path>} and {form.<field>} placeholders; it is
+// a caddy.ReplacerFunc.
+func (b *body) provide(key string) (any, bool) {
+	switch {
+	case strings.HasPrefix(key, "json."):
+		if b.json == nil {
+			return nil, false
+		}
+		return lookupJSON(b.json, key[len("json."):])
+	case strings.HasPrefix(key, "form."):
+		if b.form == nil {
+			return nil, false
+		}
+		vs, ok := b.form[key[len("form."):]]
+		if !ok || len(vs) == 0 {
+			return nil, false
+		}
+		return vs[0], true
+	}
+	return nil, false
+}
+
+// readBody reads the request body once, at most maxBody bytes, parses what
+// needs asks for, and puts the bytes back so the next handler reads them
+// unchanged. A failure is the answer to give the sender.
+func readBody(r *http.Request, needs int, maxBody int64) (*body, *failure) {
+	if r.ContentLength > maxBody {
+		return nil, tooLarge(maxBody)
+	}
+	var raw []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		var err error
+		raw, err = io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, tooLarge(mbe.Limit)
+			}
+			return nil, &failure{status: http.StatusBadRequest, reason: fmt.Sprintf("reading request body: %v", err)}
+		}
+		if int64(len(raw)) > maxBody {
+			return nil, tooLarge(maxBody)
+		}
+		r.Body = replayBody{Reader: bytes.NewReader(raw), Closer: r.Body}
+	}
+
+	b := &body{}
+	if needs&needJSON != 0 {
+		v, err := parseJSON(raw)
+		if err != nil {
+			return nil, &failure{status: http.StatusBadRequest, reason: "request body is not valid JSON: " + err.Error()}
+		}
+		b.json = v
+	}
+	if needs&needForm != 0 {
+		f, err := url.ParseQuery(string(raw))
+		if err != nil {
+			return nil, &failure{status: http.StatusBadRequest, reason: "request body is not a valid form: " + err.Error()}
+		}
+		b.form = f
+	}
+	return b, nil
+}
+
+// replayBody serves the bytes already read and closes the original body.
+type replayBody struct {
+	io.Reader
+	io.Closer
+}
+
+func tooLarge(limit int64) *failure {
+	return &failure{status: http.StatusRequestEntityTooLarge, reason: fmt.Sprintf("request body is larger than max_body (%d bytes)", limit)}
+}
+
+// parseJSON decodes exactly one JSON value, keeping numbers as sent.
+func parseJSON(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("empty body")
+		}
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("data after the JSON value")
+	}
+	return v, nil
+}
+
+// lookupJSON follows a dotted path (object keys and array indices) and
+// renders the value found: a string as its text, a number exactly as sent,
+// true/false, and an object or array as compact JSON. null and a path that
+// leads nowhere are not found.
+func lookupJSON(v any, path string) (any, bool) {
+	if path == "" {
+		return nil, false
+	}
+	for seg := range strings.SplitSeq(path, ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			next, ok := x[seg]
+			if !ok {
+				return nil, false
+			}
+			v = next
+		case []any:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil, false
+			}
+			v = x[i]
+		default:
+			return nil, false
+		}
+	}
+	switch x := v.(type) {
+	case nil:
+		return nil, false
+	case string:
+		return x, true
+	case json.Number:
+		return x.String(), true
+	case bool:
+		return strconv.FormatBool(x), true
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil, false
+	}
+	return string(out), true
+}

@@ -1,0 +1,89 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
+
+// stores holds the stores (and their Redis clients) of every loaded
+// handler. A config reload provisions the new handlers before cleaning up
+// the old ones, so a store whose key is unchanged is never closed: its
+// counters and connections live on.
+var stores = caddy.NewUsagePool()
+
+// pooledStore is a store with the client it runs on.
+type pooledStore struct {
+	store  limiter.Store
+	client redis.UniversalClient
+}
+
+// Destruct implements caddy.Destructor: it runs when the last handler that
+// uses the store is cleaned up.
+func (p *pooledStore) Destruct() error {
+	err := p.store.Close()
+	if p.client != nil {
+		err = errors.Join(err, p.client.Close())
+	}
+	return err
+}
+
+// storeKey identifies a store: handlers with equal keys share one. cfg is
+// the resolved Redis config, or nil for the memory store.
+func storeKey(cfg *limiter.RedisConfig, prefix string) (string, error) {
+	if cfg == nil {
+		return "memory|" + prefix, nil
+	}
+	canon, err := json.Marshal(cfg)
+	if err != nil {
+		return "", fmt.Errorf("encoding redis config: %w", err)
+	}
+	return fmt.Sprintf("redis|%s|%s|%s", canon, prefix, cfg.EffectiveTimeout()), nil
+}
+
+// newStore builds the store a key names; it does not connect.
+func newStore(cfg *limiter.RedisConfig, prefix string) (*pooledStore, error) {
+	if cfg == nil {
+		return &pooledStore{store: limiter.NewMemory(limiter.MemoryOptions{})}, nil
+	}
+	client, err := cfg.NewClient()
+	if err != nil {
+		return nil, fmt.Errorf("creating redis client: %w", err)
+	}
+	s := limiter.NewRedis(client, limiter.RedisOptions{Prefix: prefix, Timeout: cfg.EffectiveTimeout()})
+	return &pooledStore{store: s, client: client}, nil
+}
+
+// acquireStore loads or creates the handler's store and remembers its key
+// for Cleanup.
+func (h *Handler) acquireStore(cfg *limiter.RedisConfig) error {
+	key, err := storeKey(cfg, h.KeyPrefix)
+	if err != nil {
+		return err
+	}
+	v, _, err := stores.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return newStore(cfg, h.KeyPrefix)
+	})
+	if err != nil {
+		return err
+	}
+	h.storeKey = key
+	h.store = v.(*pooledStore).store
+	return nil
+}
+
+// releaseStore gives the store back, once; harmless when none was taken.
+func (h *Handler) releaseStore() error {
+	if h.storeKey == "" {
+		return nil
+	}
+	key := h.storeKey
+	h.storeKey, h.store = "", nil
+	_, err := stores.Delete(key)
+	return err
+}

@@ -1,0 +1,97 @@
+package caddymodule
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// statusMatch matches a status code exactly (code) or by class (class 5
+// for "5xx").
+type statusMatch struct {
+	code  int
+	class int
+}
+
+// parseStatusMatch parses "5xx" or "429".
+func parseStatusMatch(s string) (statusMatch, error) {
+	if len(s) == 3 && strings.EqualFold(s[1:], "xx") && s[0] >= '1' && s[0] <= '5' {
+		return statusMatch{class: int(s[0] - '0')}, nil
+	}
+	code, err := strconv.Atoi(s)
+	if err != nil || code < 100 || code > 599 {
+		return statusMatch{}, fmt.Errorf("refund_on %q: want a status class (5xx) or a code (429)", s)
+	}
+	return statusMatch{code: code}, nil
+}
+
+func (m statusMatch) matches(status int) bool {
+	if m.class != 0 {
+		return status/100 == m.class
+	}
+	return status == m.code
+}
+
+func matchesAny(ms []statusMatch, status int) bool {
+	for _, m := range ms {
+		if m.matches(status) {
+			return true
+		}
+	}
+	return false
+}
+
+// statusRecorder passes a response through untouched and remembers its
+// final status. Unwrap (from ResponseWriterWrapper) keeps
+// http.ResponseController working: hijacking, deadlines, full duplex.
+type statusRecorder struct {
+	*caddyhttp.ResponseWriterWrapper
+	status int
+}
+
+func newStatusRecorder(w http.ResponseWriter) *statusRecorder {
+	return &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+}
+
+// WriteHeader implements http.ResponseWriter; 1xx answers are not final.
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 && code >= 200 {
+		s.status = code
+	}
+	s.ResponseWriterWrapper.WriteHeader(code)
+}
+
+// Write implements http.ResponseWriter.
+func (s *statusRecorder) Write(p []byte) (int, error) {
+	s.implicitOK()
+	return s.ResponseWriterWrapper.Write(p)
+}
+
+// ReadFrom implements io.ReaderFrom.
+func (s *statusRecorder) ReadFrom(r io.Reader) (int64, error) {
+	s.implicitOK()
+	return s.ResponseWriterWrapper.ReadFrom(r)
+}
+
+// Flush implements http.Flusher, which streaming upstreams rely on.
+func (s *statusRecorder) Flush() {
+	s.implicitOK()
+	_ = http.NewResponseController(s.ResponseWriter).Flush()
+}
+
+// implicitOK records the 200 that writing without a status means.
+func (s *statusRecorder) implicitOK() {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+}
+
+// Interface guards.
+var (
+	_ http.Flusher  = (*statusRecorder)(nil)
+	_ io.ReaderFrom = (*statusRecorder)(nil)
+)

@@ -1,0 +1,46 @@
+package caddymodule
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	// Zones must resolve the same on hosts without a zoneinfo database
+	// (scratch and distroless images).
+	_ "time/tzdata"
+)
+
+// loadZone loads an IANA zone named in the configuration. "Local" is
+// refused: a cap's day must not depend on the host it runs on.
+func loadZone(name string) (*time.Location, error) {
+	if name == "Local" {
+		return nil, fmt.Errorf("unknown zone %q (name an IANA zone such as Asia/Shanghai)", name)
+	}
+	z, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("unknown zone %q (name an IANA zone such as Asia/Shanghai)", name)
+	}
+	return z, nil
+}
+
+// zoneCache remembers the zones requests have named. Only names that load
+// are kept, so the cache is bounded by the zone database; an unknown name
+// costs a lookup each time, which is rare and cheap next to a store call.
+var zoneCache sync.Map // string → *time.Location
+
+// requestZone returns the zone a request names, or nil when the name is
+// empty or unknown (the rule's fallback zone then applies).
+func requestZone(name string) *time.Location {
+	if name == "" || name == "Local" || len(name) > 64 {
+		return nil
+	}
+	if z, ok := zoneCache.Load(name); ok {
+		return z.(*time.Location)
+	}
+	z, err := time.LoadLocation(name)
+	if err != nil {
+		return nil
+	}
+	zoneCache.Store(name, z)
+	return z
+}

@@ -1,0 +1,162 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/freqcap/caddy-freqcap/internal/redistest"
+)
+
+// The memory store and the Redis store, fed the same seeded random
+// sequences (hundreds of recipients, the seed config plus a calendar rule in
+// the recipient's zone and a cost rule, refunds and time jumps), give the
+// same answer decision by decision.
+func TestDifferentialMemoryVsRedis(t *testing.T) {
+	client := redistest.Client(t)
+	zones := []*time.Location{nil, mustZone(t, "Asia/Shanghai"), mustZone(t, "America/New_York"), mustZone(t, "Pacific/Kiritimati")}
+	rules := append(seedRules(),
+		&Rule{Name: "channel_day", By: []string{"recipient", "channel"}, Limit: 10, Window: Window{Unit: Day, Zone: mustZone(t, "Asia/Shanghai")}},
+		&Rule{Name: "coins_month", By: []string{"recipient"}, Limit: 1000, Window: Window{Unit: Month}, Weight: "{json.amount}"},
+		&Rule{Name: "campaign_hour", By: []string{"campaign"}, Limit: 250, Window: Window{Duration: time.Hour}},
+	)
+	deniedBy := map[string]bool{}
+	defer func() {
+		if !t.Failed() && len(deniedBy) != len(rules) {
+			t.Errorf("over all seeds only %v denied; every rule should", deniedBy)
+		}
+	}()
+	for seed := int64(1); seed <= 3; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			clock := &fixedClock{t: mustParse(t, "2026-03-07T20:00:00Z")} // near New York's spring-forward
+			mem := NewMemory(MemoryOptions{Now: clock.now, SweepInterval: -1})
+			defer mem.Close()
+			if err := client.FlushDB(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			red := NewRedis(client, RedisOptions{Now: clock.now, Timeout: 5 * time.Second, Prefix: fmt.Sprintf("diff%d:", seed)})
+			var ids []string
+			lastWho, burst := "r0", 0
+			var admitted, denied, refunded int
+			by := map[string]int{}
+			for i := 0; i < 4000; i++ {
+				switch x := rng.Intn(1000); {
+				case x < 1:
+					clock.t = clock.t.Add(time.Duration(rng.Intn(30)) * time.Hour)
+				case x < 10:
+					clock.t = clock.t.Add(time.Duration(rng.Intn(600)) * time.Second)
+				default:
+					clock.t = clock.t.Add(time.Duration(rng.Intn(800)) * time.Millisecond)
+				}
+				if len(ids) > 0 && rng.Intn(20) == 0 {
+					id := ids[rng.Intn(len(ids))]
+					a, errA := mem.Refund(context.Background(), id)
+					b, errB := red.Refund(context.Background(), redisID(id, red.opts.Prefix))
+					if a != b || errA != nil || errB != nil {
+						t.Fatalf("step %d refund: memory %v %v, redis %v %v", i, a, errA, b, errB)
+					}
+					if a {
+						refunded++
+					}
+					continue
+				}
+				// A few busy recipients hit every cap, the long tail few;
+				// bursts retry one recipient with new content.
+				who := fmt.Sprint("r", rng.Intn(rng.Intn(300)+1))
+				if burst > 0 {
+					who, burst = lastWho, burst-1
+				} else if rng.Intn(40) == 0 {
+					burst = rng.Intn(40)
+				} else if rng.Intn(20) == 0 {
+					who = "steady" // sends all day long: meets the daily cap
+				}
+				lastWho = who
+				r := randomRequest(rng, rules, zones, clock.t, who)
+				dm, errM := mem.Decide(context.Background(), r)
+				dr, errR := red.Decide(context.Background(), r)
+				if errM != nil || errR != nil {
+					t.Fatalf("step %d: memory err %v, redis err %v", i, errM, errR)
+				}
+				if !sameDecision(dm, dr) {
+					t.Fatalf("step %d at %s differ:\nmemory %s\nredis  %s", i, clock.t, describe(dm), describe(dr))
+				}
+				if dm.Allowed {
+					admitted++
+					if dm.ID != "" {
+						ids = append(ids, dm.ID)
+					}
+				} else {
+					denied++
+					for _, r := range dm.Results {
+						if r.Denied {
+							by[r.Rule.Name]++
+						}
+					}
+				}
+			}
+			t.Logf("seed %d: %d admitted, %d denied %v, %d refunded, identical", seed, admitted, denied, by, refunded)
+			if admitted == 0 || refunded == 0 || len(by) < 5 {
+				t.Fatalf("the sequence did not exercise admissions, refunds and denials by most rules")
+			}
+			for name := range by {
+				deniedBy[name] = true
+			}
+		})
+	}
+}
+
+func randomRequest(rng *rand.Rand, rules []*Rule, zones []*time.Location, now time.Time, who string) *Request {
+	v := vals{
+		"recipient": who,
+		"content":   fmt.Sprint("c", rng.Intn(8)),
+		"channel":   []string{"sms", "push", "email"}[rng.Intn(3)],
+		"campaign":  fmt.Sprint("camp", rng.Intn(4)),
+	}
+	r := req(now, v, rules...)
+	zone := zones[rng.Intn(len(zones))]
+	amount := int64(rng.Intn(12))
+	if rng.Intn(50) == 0 {
+		amount = int64(rng.Intn(600))
+	}
+	for i := range r.Checks {
+		switch r.Checks[i].Rule.Name {
+		case "channel_day":
+			r.Checks[i].Zone = zone
+		case "coins_month":
+			r.Checks[i].Cost = amount
+		}
+	}
+	return r
+}
+
+// redisID rewrites a memory-store admission id (keys without a prefix) into
+// the Redis store's, so both refund the same admission.
+func redisID(id, prefix string) string {
+	recs, err := decodeID(id)
+	if err != nil {
+		return id
+	}
+	for i := range recs {
+		recs[i].key = prefix + recs[i].key
+	}
+	return encodeID(recs)
+}
+
+func sameDecision(a, b *Decision) bool {
+	if a.Allowed != b.Allowed || a.Denier != b.Denier || a.RetryAfter != b.RetryAfter || !a.Now.Equal(b.Now) {
+		return false
+	}
+	return reflect.DeepEqual(a.Results, b.Results)
+}
+
+func describe(d *Decision) string {
+	s := fmt.Sprintf("allowed=%v denier=%d retry=%s:", d.Allowed, d.Denier, d.RetryAfter)
+	for _, r := range d.Results {
+		s += fmt.Sprintf(" [%s used=%d rem=%d reset=%s denied=%v retry=%s]", r.Rule.Name, r.Used, r.Remaining, r.Reset, r.Denied, r.RetryAfter)
+	}
+	return s
+}
