@@ -17,25 +17,26 @@ type recorded struct {
 // "<len>:<key><len>:<sub><grain>,<t>,<c>;". Length prefixes keep any byte of
 // a key or sub-log id from being read as a separator.
 func encodeID(recs []recorded) string {
-	if len(recs) == 0 {
-		return ""
-	}
-	var b strings.Builder
+	var b []byte
 	for _, r := range recs {
-		for _, s := range [2]string{r.key, r.sub} {
-			b.WriteString(strconv.Itoa(len(s)))
-			b.WriteByte(':')
-			b.WriteString(s)
-		}
-		for i, n := range [3]int64{r.grain, r.t, r.c} {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(strconv.FormatInt(n, 10))
-		}
-		b.WriteByte(';')
+		b = appendRecord(b, []byte(r.key), []byte(r.sub), r.grain, r.t, r.c)
 	}
-	return b.String()
+	return string(b)
+}
+
+func appendRecord(dst, key, sub []byte, grain, t, c int64) []byte {
+	dst = strconv.AppendInt(dst, int64(len(key)), 10)
+	dst = append(dst, ':')
+	dst = append(dst, key...)
+	dst = strconv.AppendInt(dst, int64(len(sub)), 10)
+	dst = append(dst, ':')
+	dst = append(dst, sub...)
+	dst = strconv.AppendInt(dst, grain, 10)
+	dst = append(dst, ',')
+	dst = strconv.AppendInt(dst, t, 10)
+	dst = append(dst, ',')
+	dst = strconv.AppendInt(dst, c, 10)
+	return append(dst, ';')
 }
 
 var errBadID = errors.New("malformed admission id")

@@ -3,7 +3,6 @@ package limiter
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"strings"
 )
 
 // MaxValueLen is the longest dimension value kept verbatim in a key; a
@@ -24,58 +23,68 @@ const MaxValueLen = 64
 // no value can forge another tuple's key or sub-log.
 
 // keyFor returns the store key of a rule's first dimension value.
-func keyFor(prefix, dim, value string) string {
-	var b strings.Builder
-	b.Grow(len(prefix) + len(dim) + len(value) + 2)
-	b.WriteString(prefix)
-	b.WriteString(dim)
-	b.WriteByte('{')
-	writeValue(&b, value)
-	b.WriteByte('}')
-	return b.String()
+func keyFor(prefix, dim, value string) string { return string(appendKey(nil, prefix, dim, value)) }
+
+// subOf returns the sub-log id of a rule's dimensions after the first.
+func subOf(r *Rule, values []string) string { return string(appendSub(nil, r, values)) }
+
+// appendKey appends the key of a first dimension value to dst.
+func appendKey(dst []byte, prefix, dim, value string) []byte {
+	dst = append(dst, prefix...)
+	dst = append(dst, dim...)
+	dst = append(dst, '{')
+	dst = appendValue(dst, value)
+	return append(dst, '}')
 }
 
-// subFor returns the sub-log id of the remaining dimensions of a rule (their
-// names in rule order, paired with values) and its weight.
-func subFor(dims, values []string, weight string) string {
-	if len(dims) == 0 && weight == "" {
-		return ""
+// appendSub appends the sub-log id of a rule's dimensions after the first
+// (name=value pairs sorted by name, so that rules over the same set share
+// it whatever order they list them in) and of its weight.
+func appendSub(dst []byte, r *Rule, values []string) []byte {
+	n := len(r.By) - 1
+	var stack [8]int
+	order := stack[:0]
+	if n > len(stack) {
+		order = make([]int, 0, n)
 	}
-	var b strings.Builder
-	for i, d := range dims {
-		if i > 0 {
-			b.WriteByte('&')
+	for i := 1; i <= n; i++ { // insertion sort: n is small
+		order = append(order, i)
+		for j := len(order) - 1; j > 0 && r.By[order[j-1]] > r.By[order[j]]; j-- {
+			order[j-1], order[j] = order[j], order[j-1]
 		}
-		b.WriteString(d)
-		b.WriteByte('=')
-		writeValue(&b, values[i])
 	}
-	if weight != "" {
-		b.WriteByte('$')
-		writeValue(&b, weight)
+	for k, i := range order {
+		if k > 0 {
+			dst = append(dst, '&')
+		}
+		dst = append(dst, r.By[i]...)
+		dst = append(dst, '=')
+		dst = appendValue(dst, values[i])
 	}
-	return b.String()
+	if r.Weight != "" {
+		dst = append(dst, '$')
+		dst = appendValue(dst, r.Weight)
+	}
+	return dst
 }
 
-// writeValue writes v escaped, or '#' and a 128-bit hash of it when it is
+// appendValue appends v escaped, or '#' and a 128-bit hash of it when it is
 // longer than MaxValueLen.
-func writeValue(b *strings.Builder, v string) {
+func appendValue(dst []byte, v string) []byte {
 	if len(v) > MaxValueLen {
 		sum := sha256.Sum256([]byte(v))
-		b.WriteByte('#')
-		b.WriteString(hex.EncodeToString(sum[:16]))
-		return
+		dst = append(dst, '#')
+		return hex.AppendEncode(dst, sum[:16])
 	}
 	for i := 0; i < len(v); i++ {
 		c := v[i]
 		if needsEscape(c) {
-			b.WriteByte('%')
-			b.WriteByte(hexDigits[c>>4])
-			b.WriteByte(hexDigits[c&15])
+			dst = append(dst, '%', hexDigits[c>>4], hexDigits[c&15])
 			continue
 		}
-		b.WriteByte(c)
+		dst = append(dst, c)
 	}
+	return dst
 }
 
 const hexDigits = "0123456789ABCDEF"

@@ -3,7 +3,6 @@ package limiter
 import (
 	"context"
 	"hash/maphash"
-	"sort"
 	"sync"
 	"time"
 )
@@ -43,8 +42,13 @@ type memShard struct {
 
 // memKey holds the sub-logs of one key, as the Redis store's one string does.
 type memKey struct {
-	subs     map[string]*subLog
+	subs     []namedLog // a handful: a slice beats a map
 	expireAt int64
+}
+
+type namedLog struct {
+	id string
+	subLog
 }
 
 // MemoryOptions configure NewMemory.
@@ -96,51 +100,44 @@ func (m *Memory) clock(req *Request) time.Time {
 
 func (m *Memory) decide(req *Request, record bool) (*Decision, error) {
 	nowT := m.clock(req)
-	p, err := buildPlan(m.prefix, req, nowT)
-	if err != nil {
+	p := getPlan()
+	defer p.release()
+	if err := p.build(m.prefix, req, nowT); err != nil {
 		return nil, err
 	}
 	now := nowT.UnixMilli()
-	unlock := m.lock(p)
-	defer unlock()
+	m.lock(p)
+	defer m.unlock(p)
 
-	logs := make([]*subLog, len(p.sections))
-	raw := make([]rawResult, 0, len(req.Checks))
 	admitted := true
 	for si := range p.sections {
 		s := &p.sections[si]
-		logs[si] = m.subLog(s.key, s.sub, now, false)
-		for ri := range s.rules {
-			r, err := logs[si].evaluate(&s.rules[ri], s.cost, now)
+		l := m.find(p.key(s), p.sub(s), now)
+		for ri := s.r0; ri < s.r1; ri++ {
+			r, err := l.evaluate(&p.rules[ri], s.cost, now)
 			if err != nil {
 				return nil, err
 			}
 			admitted = admitted && r.ok
-			raw = append(raw, r)
+			p.raw = append(p.raw, r)
 		}
 	}
-	if !admitted || !record {
-		return p.finish(req, now, raw, admitted), nil
-	}
-	var recs []recorded
-	k := 0
-	for si := range p.sections {
-		s := &p.sections[si]
-		l := m.subLog(s.key, s.sub, now, true)
-		l.retention = s.retention
-		if s.cost > 0 {
-			t := l.record(now, s.cost, s.grain)
-			recs = append(recs, recorded{key: s.key, sub: s.sub, grain: s.grain, t: t, c: s.cost})
+	if admitted && record {
+		for si := range p.sections {
+			s := &p.sections[si]
+			k := m.keyFor(p.key(s), now)
+			l := k.sub(p.sub(s))
+			l.retention = s.retention
+			if s.cost > 0 {
+				s.recorded = l.record(now, s.cost, s.grain)
+			}
+			for ri := s.r0; ri < s.r1; ri++ {
+				l.afterRecord(&p.rules[ri], &p.raw[ri], s.cost, now)
+			}
+			k.refreshExpiry()
 		}
-		for ri := range s.rules {
-			l.afterRecord(&s.rules[ri], &raw[k], s.cost, now)
-			k++
-		}
-		m.touch(s.key, now)
 	}
-	d := p.finish(req, now, raw, true)
-	d.ID = encodeID(recs)
-	return d, nil
+	return p.finish(req, now, admitted), nil
 }
 
 // Refund implements Store.
@@ -150,39 +147,47 @@ func (m *Memory) Refund(ctx context.Context, id string) (bool, error) {
 		return false, nil
 	}
 	now := m.now().UnixMilli()
-	p := &plan{}
+	p := getPlan()
+	defer p.release()
 	for _, r := range recs {
-		p.sections = append(p.sections, section{key: r.key})
+		p.sections = append(p.sections, section{k0: len(p.buf), k1: len(p.buf) + len(r.key)})
+		p.buf = append(p.buf, r.key...)
 	}
-	unlock := m.lock(p)
-	defer unlock()
-	any := false
+	m.lock(p)
+	defer m.unlock(p)
+	given := false
 	for _, r := range recs {
-		k := m.getKey(r.key, now)
-		if k == nil || k.subs[r.sub] == nil {
+		k := m.live(m.shard([]byte(r.key)), []byte(r.key), now)
+		if k == nil {
 			continue
 		}
-		if k.subs[r.sub].refund(r.t, r.c, r.grain) {
-			any = true
+		l := k.find([]byte(r.sub))
+		if l != nil && l.refund(r.t, r.c, r.grain) {
+			given = true
+			k.refreshExpiry()
 		}
-		m.touch(r.key, now)
 	}
-	return any, nil
+	return given, nil
 }
 
 // Reset implements Store.
 func (m *Memory) Reset(ctx context.Context, req *Request) error {
 	now := m.clock(req)
-	p, err := buildPlan(m.prefix, req, now)
-	if err != nil {
+	p := getPlan()
+	defer p.release()
+	if err := p.build(m.prefix, req, now); err != nil {
 		return err
 	}
-	unlock := m.lock(p)
-	defer unlock()
-	for _, s := range p.sections {
-		if k := m.getKey(s.key, now.UnixMilli()); k != nil {
-			delete(k.subs, s.sub)
-			m.touch(s.key, now.UnixMilli())
+	m.lock(p)
+	defer m.unlock(p)
+	for si := range p.sections {
+		s := &p.sections[si]
+		sh := m.shard(p.key(s))
+		if k := m.live(sh, p.key(s), now.UnixMilli()); k != nil {
+			k.drop(p.sub(s))
+			if len(k.subs) == 0 {
+				delete(sh.keys, string(p.key(s)))
+			}
 		}
 	}
 	return nil
@@ -207,102 +212,132 @@ func (m *Memory) Len() int {
 	return n
 }
 
-func (m *Memory) shard(key string) *memShard {
-	return &m.shards[maphash.String(m.seed, key)%memShards]
+func (m *Memory) shard(key []byte) *memShard {
+	return &m.shards[m.shardIndex(key)]
 }
 
-// lock takes the shard locks of every key of p in index order and returns
-// the function that releases them.
-func (m *Memory) lock(p *plan) func() {
-	if len(p.sections) == 1 {
-		sh := m.shard(p.sections[0].key)
-		sh.mu.Lock()
-		return sh.mu.Unlock
-	}
-	idx := make([]int, 0, len(p.sections))
-	for _, s := range p.sections {
-		i := int(maphash.String(m.seed, s.key) % memShards)
-		dup := false
-		for _, j := range idx {
-			dup = dup || j == i
+func (m *Memory) shardIndex(key []byte) int {
+	return int(maphash.Bytes(m.seed, key) % memShards)
+}
+
+// lock takes the shard locks of every key of p in index order, so that
+// decisions over several keys never deadlock.
+func (m *Memory) lock(p *plan) {
+	for si := range p.sections {
+		i := m.shardIndex(p.key(&p.sections[si]))
+		j := len(p.shards)
+		for j > 0 && p.shards[j-1] > i {
+			j--
 		}
-		if !dup {
-			idx = append(idx, i)
+		if j > 0 && p.shards[j-1] == i {
+			continue
 		}
+		p.shards = append(p.shards, 0)
+		copy(p.shards[j+1:], p.shards[j:])
+		p.shards[j] = i
 	}
-	sort.Ints(idx)
-	for _, i := range idx {
+	for _, i := range p.shards {
 		m.shards[i].mu.Lock()
 	}
-	return func() {
-		for _, i := range idx {
-			m.shards[i].mu.Unlock()
-		}
+}
+
+func (m *Memory) unlock(p *plan) {
+	for _, i := range p.shards {
+		m.shards[i].mu.Unlock()
 	}
 }
 
-// getKey returns the live key, pruned at now, or nil. The caller holds its
-// shard lock.
-func (m *Memory) getKey(key string, now int64) *memKey {
-	sh := m.shard(key)
-	k := sh.keys[key]
+// live returns the key if it has not expired, its sub-logs pruned at now,
+// or nil. The caller holds the shard lock.
+func (m *Memory) live(sh *memShard, key []byte, now int64) *memKey {
+	k := sh.keys[string(key)]
 	if k == nil {
 		return nil
 	}
 	if k.expireAt <= now {
-		delete(sh.keys, key)
+		delete(sh.keys, string(key))
 		return nil
 	}
-	for id, l := range k.subs {
-		l.prune(now)
-		if l.empty() {
-			delete(k.subs, id)
-		}
-	}
+	k.prune(now)
 	return k
 }
 
-// subLog returns the sub-log of key; with create, it makes the key and the
-// sub-log when missing, else it answers an empty log. The caller holds the
-// shard lock.
-func (m *Memory) subLog(key, sub string, now int64, create bool) *subLog {
-	k := m.getKey(key, now)
-	if k == nil {
-		if !create {
-			return &subLog{}
+// find returns the sub-log for reading; an empty one when there is none.
+// The caller holds the shard lock.
+func (m *Memory) find(key, sub []byte, now int64) *subLog {
+	if k := m.live(m.shard(key), key, now); k != nil {
+		if l := k.find(sub); l != nil {
+			return l
 		}
-		k = &memKey{subs: make(map[string]*subLog, 1), expireAt: now + keySlack}
-		m.shard(key).keys[key] = k
 	}
-	l := k.subs[sub]
-	if l == nil {
-		if !create {
-			return &subLog{}
-		}
-		l = &subLog{}
-		k.subs[sub] = l
-	}
-	return l
+	return &emptyLog
 }
 
-// touch recomputes a key's expiry after a change, dropping it when empty.
-func (m *Memory) touch(key string, now int64) {
+// emptyLog stands for a missing log when reading; nothing writes to it.
+var emptyLog subLog
+
+// keyFor returns the key for writing, creating it. The caller holds the
+// shard lock.
+func (m *Memory) keyFor(key []byte, now int64) *memKey {
 	sh := m.shard(key)
-	k := sh.keys[key]
-	if k == nil {
-		return
+	if k := m.live(sh, key, now); k != nil {
+		return k
 	}
-	var exp int64
-	for id, l := range k.subs {
-		if l.empty() {
-			delete(k.subs, id)
-			continue
+	k := &memKey{}
+	sh.keys[string(key)] = k
+	return k
+}
+
+// find returns the sub-log with the id, or nil.
+func (k *memKey) find(sub []byte) *subLog {
+	for i := range k.subs {
+		if k.subs[i].id == string(sub) {
+			return &k.subs[i].subLog
 		}
-		exp = max(exp, l.expiry())
 	}
-	if len(k.subs) == 0 {
-		delete(sh.keys, key)
-		return
+	return nil
+}
+
+// sub returns the sub-log with the id, creating it.
+func (k *memKey) sub(sub []byte) *subLog {
+	if l := k.find(sub); l != nil {
+		return l
+	}
+	k.subs = append(k.subs, namedLog{id: string(sub)})
+	return &k.subs[len(k.subs)-1].subLog
+}
+
+func (k *memKey) drop(sub []byte) {
+	for i := range k.subs {
+		if k.subs[i].id == string(sub) {
+			k.subs = append(k.subs[:i], k.subs[i+1:]...)
+			return
+		}
+	}
+}
+
+// prune drops what no rule can need from every sub-log, and empty ones.
+func (k *memKey) prune(now int64) {
+	j := 0
+	for i := range k.subs {
+		k.subs[i].prune(now)
+		if !k.subs[i].empty() {
+			if i != j {
+				k.subs[j] = k.subs[i]
+			}
+			j++
+		}
+	}
+	clear(k.subs[j:])
+	k.subs = k.subs[:j]
+}
+
+// refreshExpiry sets when the key may go: its last record's retention, plus
+// the slack the Redis store's TTL has too.
+func (k *memKey) refreshExpiry() {
+	var exp int64
+	for i := range k.subs {
+		exp = max(exp, k.subs[i].expiry())
 	}
 	k.expireAt = exp + keySlack
 }

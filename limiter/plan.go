@@ -1,35 +1,65 @@
 package limiter
 
 import (
+	"bytes"
 	"fmt"
-	"sort"
+	"sync"
 	"time"
 )
 
 // A plan is a request turned into what both stores execute: its checks
 // grouped by the log they read (one section per key and sub-log), with every
-// window expressed in milliseconds.
+// window in milliseconds. Plans are pooled: building and deciding one
+// allocates nothing once the pool is warm.
 type plan struct {
+	buf      []byte // every section's key and sub-log id, back to back
 	sections []section
-	nchecks  int
+	rules    []planRule // section i owns rules[r0:r1]
+	raw      []rawResult
+	checkSec []int // section of each check
+	shards   []int // memory store: shard indices to lock, ascending
+	id       []byte
 }
 
 // section is one sub-log of one key and the rules that read it. All rules of
 // a section count the same weight, so they share one cost.
 type section struct {
-	key       string
-	sub       string
-	retention int64 // ms, whole seconds: how long records stay
-	grain     int64 // ms; 0 keeps every record, else records merge per grain
-	cost      int64
-	rules     []planRule
+	k0, k1, s1 int   // key is buf[k0:k1], sub-log id buf[k1:s1]
+	r0, r1     int   // rules[r0:r1]
+	retention  int64 // ms, whole seconds: how long records stay
+	grain      int64 // ms; 0 keeps every record, else records merge per grain
+	cost       int64
+	recorded   int64 // when this request was recorded; 0 if it was not
 }
+
+func (p *plan) key(s *section) []byte { return p.buf[s.k0:s.k1] }
+func (p *plan) sub(s *section) []byte { return p.buf[s.k1:s.s1] }
 
 type planRule struct {
 	check  int
 	limit  int64
 	window int64    // ms; 0 for a calendar rule
 	bounds [4]int64 // calendar period starts, ms since the epoch
+}
+
+// rawResult is one rule's answer from a store, before finish.
+type rawResult struct {
+	used, reset, retry int64
+	ok                 bool
+}
+
+var plans = sync.Pool{New: func() any { return new(plan) }}
+
+func getPlan() *plan { return plans.Get().(*plan) }
+
+// release returns p to the pool; p must not be used afterwards.
+func (p *plan) release() {
+	if cap(p.buf) > 64<<10 {
+		return // a huge request: let its buffers go
+	}
+	p.buf, p.sections, p.rules, p.raw = p.buf[:0], p.sections[:0], p.rules[:0], p.raw[:0]
+	p.checkSec, p.shards, p.id = p.checkSec[:0], p.shards[:0], p.id[:0]
+	plans.Put(p)
 }
 
 // BucketThreshold is the largest limit kept as exact records. A log read by
@@ -44,27 +74,26 @@ const BucketThreshold = 1000
 // today).
 var grainLadder = [...]int64{10, 100, 1000, 10_000, 60_000, 900_000}
 
-// grainFor picks the bucket width of a log: 0 (exact) when every limit is at
-// most BucketThreshold; otherwise the widest ladder step that is at most a
-// thousandth of the shortest rolling window, and at most one minute for a
-// calendar day (15 minutes for a week or a month). A merged record takes the
-// time of the latest request in it, so a rolling rule may count it up to one
-// bucket longer than exact (never shorter: never over-admitting); calendar
-// counts stay exact.
-func grainFor(rules []*Rule) int64 {
-	var maxLimit int64
-	bound := grainLadder[len(grainLadder)-1]
-	for _, r := range rules {
-		if r.Limit > maxLimit {
-			maxLimit = r.Limit
-		}
-		switch r.Window.Unit {
-		case Rolling:
-			bound = min(bound, r.Window.Duration.Milliseconds()/1000)
-		case Day:
-			bound = min(bound, 60_000)
-		}
+// grainBound is the widest bucket a rule tolerates: a thousandth of a
+// rolling window, a minute for a calendar day, 15 minutes for a week or a
+// month.
+func grainBound(r *Rule) int64 {
+	switch r.Window.Unit {
+	case Rolling:
+		return r.Window.Duration.Milliseconds() / 1000
+	case Day:
+		return 60_000
 	}
+	return grainLadder[len(grainLadder)-1]
+}
+
+// grainFor picks the bucket width of a log: 0 (exact) when every limit is at
+// most BucketThreshold; otherwise the widest ladder step within the bound
+// that every rule over the log tolerates (0 when none fits). A merged record
+// takes the time of the latest request in it, so a rolling rule may count
+// it up to one bucket longer than exact (never shorter: never
+// over-admitting); calendar counts stay exact.
+func grainFor(maxLimit, bound int64) int64 {
 	if maxLimit <= BucketThreshold {
 		return 0
 	}
@@ -77,108 +106,105 @@ func grainFor(rules []*Rule) int64 {
 	return g
 }
 
-// buildPlan groups the checks of req into sections. approx is the caller's
-// idea of now, used only to choose candidate calendar periods.
-func buildPlan(prefix string, req *Request, approx time.Time) (*plan, error) {
-	p := &plan{nchecks: len(req.Checks)}
-	rulesOf := make([][]*Rule, 0, len(req.Checks))
+// build groups the checks of req into sections. approx is the caller's idea
+// of now, used only to choose candidate calendar periods.
+func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 	for i := range req.Checks {
 		c := &req.Checks[i]
 		r := c.Rule
 		if r == nil {
-			return nil, fmt.Errorf("check %d has no rule", i)
+			return fmt.Errorf("check %d has no rule", i)
 		}
 		if len(c.Values) != len(r.By) {
-			return nil, fmt.Errorf("rule %s: %d values for %d dimensions", r.Name, len(c.Values), len(r.By))
+			return fmt.Errorf("rule %s: %d values for %d dimensions", r.Name, len(c.Values), len(r.By))
 		}
 		if c.Cost < 0 {
-			return nil, fmt.Errorf("rule %s: negative cost %d", r.Name, c.Cost)
+			return fmt.Errorf("rule %s: negative cost %d", r.Name, c.Cost)
 		}
-		key := keyFor(prefix, r.By[0], c.Values[0])
-		sub := subOf(r, c.Values)
+		k0 := len(p.buf)
+		p.buf = appendKey(p.buf, prefix, r.By[0], c.Values[0])
+		k1 := len(p.buf)
+		p.buf = appendSub(p.buf, r, c.Values)
+		s1 := len(p.buf)
 		si := -1
 		for j := range p.sections {
-			if p.sections[j].key == key && p.sections[j].sub == sub {
+			s := &p.sections[j]
+			if bytes.Equal(p.key(s), p.buf[k0:k1]) && bytes.Equal(p.sub(s), p.buf[k1:s1]) {
 				si = j
 				break
 			}
 		}
 		if si < 0 {
-			p.sections = append(p.sections, section{key: key, sub: sub, cost: c.Cost})
-			rulesOf = append(rulesOf, nil)
+			p.sections = append(p.sections, section{k0: k0, k1: k1, s1: s1, cost: c.Cost})
 			si = len(p.sections) - 1
-		} else if p.sections[si].cost != c.Cost {
-			return nil, fmt.Errorf("rules %s and %s share a log but not a cost", r.Name, p.sections[si].firstRule(req))
-		}
-		s := &p.sections[si]
-		pr := planRule{check: i, limit: r.Limit}
-		if r.Window.IsCalendar() {
-			zone := c.Zone
-			if zone == nil {
-				zone = r.Window.zone()
-			}
-			pr.bounds = periodBounds(approx, r.Window.Unit, zone)
 		} else {
-			pr.window = r.Window.Duration.Milliseconds()
+			p.buf = p.buf[:k0]
+			if p.sections[si].cost != c.Cost {
+				return fmt.Errorf("rules %s and %s share a log but not a cost", r.Name, req.Checks[p.firstCheck(si)].Rule.Name)
+			}
 		}
-		s.rules = append(s.rules, pr)
-		s.retention = max(s.retention, roundUpToSecond(r.Window.retention()))
-		rulesOf[si] = append(rulesOf[si], r)
+		p.checkSec = append(p.checkSec, si)
 	}
-	for i := range p.sections {
-		p.sections[i].grain = grainFor(rulesOf[i])
+	for si := range p.sections {
+		s := &p.sections[si]
+		s.r0 = len(p.rules)
+		var maxLimit int64
+		bound := grainLadder[len(grainLadder)-1]
+		for i, csi := range p.checkSec {
+			if csi != si {
+				continue
+			}
+			c := &req.Checks[i]
+			r := c.Rule
+			pr := planRule{check: i, limit: r.Limit}
+			if r.Window.IsCalendar() {
+				zone := c.Zone
+				if zone == nil {
+					zone = r.Window.zone()
+				}
+				pr.bounds = periodBounds(approx, r.Window.Unit, zone)
+			} else {
+				pr.window = r.Window.Duration.Milliseconds()
+			}
+			p.rules = append(p.rules, pr)
+			s.retention = max(s.retention, roundUpToSecond(r.Window.retention()))
+			maxLimit = max(maxLimit, r.Limit)
+			bound = min(bound, grainBound(r))
+		}
+		s.r1 = len(p.rules)
+		s.grain = grainFor(maxLimit, bound)
 	}
-	return p, nil
+	return nil
 }
 
-func (s *section) firstRule(req *Request) string { return req.Checks[s.rules[0].check].Rule.Name }
+func (p *plan) firstCheck(si int) int {
+	for i, csi := range p.checkSec {
+		if csi == si {
+			return i
+		}
+	}
+	return 0
+}
 
 func roundUpToSecond(d time.Duration) int64 {
 	return (d.Milliseconds() + 999) / 1000 * 1000
 }
 
-// subOf is the sub-log id of a rule's dimensions after the first, sorted by
-// name so that rules over the same set share it whatever order they list.
-func subOf(r *Rule, values []string) string {
-	n := len(r.By) - 1
-	if n == 0 {
-		return subFor(nil, nil, r.Weight)
-	}
-	if n == 1 {
-		return subFor(r.By[1:], values[1:], r.Weight)
-	}
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = i + 1
-	}
-	sort.Slice(idx, func(a, b int) bool { return r.By[idx[a]] < r.By[idx[b]] })
-	dims := make([]string, n)
-	vals := make([]string, n)
-	for i, j := range idx {
-		dims[i], vals[i] = r.By[j], values[j]
-	}
-	return subFor(dims, vals, r.Weight)
-}
-
-// finish turns per-rule raw answers (sections in order, rules in order
-// within each) into a Decision.
-func (p *plan) finish(req *Request, now int64, raw []rawResult, admitted bool) *Decision {
-	d := &Decision{Allowed: admitted, Results: make([]Result, p.nchecks), Denier: -1, Now: time.UnixMilli(now)}
-	k := 0
-	for si := range p.sections {
-		for _, pr := range p.sections[si].rules {
-			r := raw[k]
-			k++
-			res := &d.Results[pr.check]
-			res.Rule = req.Checks[pr.check].Rule
-			res.Limit = pr.limit
-			res.Used = r.used
-			res.Remaining = max(0, pr.limit-r.used)
-			res.Reset = time.Duration(r.reset) * time.Millisecond
-			res.Denied = !r.ok
-			if res.Denied {
-				res.RetryAfter = time.Duration(r.retry) * time.Millisecond
-			}
+// finish turns p.raw (per rule, in p.rules order) into a Decision.
+func (p *plan) finish(req *Request, now int64, admitted bool) *Decision {
+	d := newDecision(len(req.Checks))
+	d.Allowed, d.Denier, d.Now = admitted, -1, time.UnixMilli(now)
+	for k, pr := range p.rules {
+		r := p.raw[k]
+		res := &d.Results[pr.check]
+		res.Rule = req.Checks[pr.check].Rule
+		res.Limit = pr.limit
+		res.Used = r.used
+		res.Remaining = max(0, pr.limit-r.used)
+		res.Reset = time.Duration(r.reset) * time.Millisecond
+		res.Denied = !r.ok
+		if res.Denied {
+			res.RetryAfter = time.Duration(r.retry) * time.Millisecond
 		}
 	}
 	for i := range d.Results {
@@ -186,11 +212,36 @@ func (p *plan) finish(req *Request, now int64, raw []rawResult, admitted bool) *
 			d.Denier, d.RetryAfter = i, d.Results[i].RetryAfter
 		}
 	}
+	if admitted {
+		p.id = p.appendID(p.id[:0])
+		if len(p.id) > 0 {
+			d.ID = string(p.id)
+		}
+	}
 	return d
 }
 
-// rawResult is one rule's answer from a store, before finish.
-type rawResult struct {
-	used, reset, retry int64
-	ok                 bool
+// newDecision allocates a Decision and its results together: one allocation
+// for up to eight rules.
+func newDecision(n int) *Decision {
+	if n <= 8 {
+		box := &struct {
+			d   Decision
+			res [8]Result
+		}{}
+		box.d.Results = box.res[:n:n]
+		return &box.d
+	}
+	return &Decision{Results: make([]Result, n)}
+}
+
+// appendID appends the admission id of what p recorded (see encodeID).
+func (p *plan) appendID(dst []byte) []byte {
+	for si := range p.sections {
+		s := &p.sections[si]
+		if s.recorded > 0 {
+			dst = appendRecord(dst, p.key(s), p.sub(s), s.grain, s.recorded, s.cost)
+		}
+	}
+	return dst
 }

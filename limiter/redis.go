@@ -14,17 +14,27 @@ import (
 	"github.com/freqcap/caddy-freqcap/lua"
 )
 
-// Redis is the shared store: every decision is one run of lua/freqcap.lua
-// (EVALSHA, EVAL on NOSCRIPT) per group of keys that share a hash tag, on
-// the Redis server's clock. On a standalone server or Sentinel all keys of a
-// request form one group: one round trip, atomic. On a cluster, groups on
-// different tags are each reserved (decided and recorded) in parallel; if
-// any denies or fails, every reservation made is refunded, so no rule is
-// ever over-admitted and a denial leaves nothing behind.
+// Redis is the shared store: decisions run lua/freqcap.lua (EVALSHA, EVAL on
+// NOSCRIPT) on the Redis server's clock.
+//
+// On a standalone server or Sentinel all keys of a request form one group:
+// one script run, atomic. Concurrent decisions are batched: a decision that
+// finds the store idle goes at once, and those that arrive while a run is in
+// flight ride together in the next one, so under load one run (and one
+// round trip) serves many decisions, and at low load nothing waits.
+//
+// On a cluster, a request's keys are grouped by hash tag, one script run per
+// group. Groups on different tags are each reserved (decided and recorded)
+// in parallel; if any denies or fails, every reservation made is refunded,
+// so no rule is ever over-admitted and a denial leaves nothing behind.
 type Redis struct {
 	client  redis.UniversalClient
 	cluster bool
 	opts    RedisOptions
+	batches chan *call
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
 }
 
 // RedisOptions configure NewRedis.
@@ -35,6 +45,11 @@ type RedisOptions struct {
 	// ErrTimeout. Default 100ms. The client must honour context deadlines
 	// (go-redis: ContextTimeoutEnabled) for the bound to cut a call short.
 	Timeout time.Duration
+	// InFlight is how many batched script runs may be in flight at once
+	// (standalone and Sentinel). Default 4.
+	InFlight int
+	// MaxBatch is the most decisions in one script run. Default 64.
+	MaxBatch int
 	// Now replaces the server's TIME when set. For tests only: gateways
 	// share one clock only through TIME.
 	Now func() time.Time
@@ -43,16 +58,31 @@ type RedisOptions struct {
 var freqcapScript = redis.NewScript(lua.Freqcap)
 
 // NewRedis returns a store on client. It does not connect; the first call
-// does. Close does not close the client, which the caller owns.
+// does. Close stops the batching goroutines; the client stays open (its
+// owner closes it).
 func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	if opts.Prefix == "" {
 		opts.Prefix = "freqcap:"
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = 100 * time.Millisecond
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.InFlight <= 0 {
+		opts.InFlight = 4
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 64
 	}
 	_, cluster := client.(*redis.ClusterClient)
-	return &Redis{client: client, cluster: cluster, opts: opts}
+	s := &Redis{client: client, cluster: cluster, opts: opts, stop: make(chan struct{})}
+	if !cluster {
+		s.batches = make(chan *call, 4*opts.MaxBatch)
+		for i := 0; i < opts.InFlight; i++ {
+			s.wg.Add(1)
+			go s.batchLoop()
+		}
+	}
+	return s
 }
 
 // Decide implements Store.
@@ -79,30 +109,167 @@ func (s *Redis) nowArg(req *Request) (arg int64, approx time.Time) {
 	return 0, time.Now()
 }
 
-// group is the part of a plan that one script run decides.
-type group struct {
-	keys     []string
-	sections []int // indices into plan.sections
+// call is one script run's worth of one decision: the sections of a plan
+// that share a hash tag (all of them off a cluster).
+type call struct {
+	op   string
+	now  int64
+	p    *plan
+	secs []int // indices into p.sections
+	// Filled in by the run:
+	reply []int64 // this decision's part: admitted, record times, rule answers
+	at    int64   // the run's now
+	err   error
+	done  chan struct{}
 }
 
-// groups splits a plan by hash tag on a cluster; elsewhere it is one group.
-func (s *Redis) groups(keysOf []string) []group {
-	var gs []group
-	tagIndex := map[string]int{}
-	for i, key := range keysOf {
-		tag := ""
-		if s.cluster {
-			tag = hashTag(key)
-		}
-		gi, ok := tagIndex[tag]
-		if !ok {
-			gi = len(gs)
-			tagIndex[tag] = gi
-			gs = append(gs, group{})
-		}
-		gs[gi].sections = append(gs[gi].sections, i)
+// replyLen is the length of a call's part of the reply.
+func (c *call) replyLen() int {
+	n := 1 + len(c.secs)
+	for _, si := range c.secs {
+		n += 4 * (c.p.sections[si].r1 - c.p.sections[si].r0)
 	}
-	return gs
+	return n
+}
+
+// keyArgs adds the call's decision to a script run's KEYS and ARGV.
+func (c *call) keyArgs(keys []string, keyIndex map[string]int, args []any) ([]string, []any) {
+	args = append(args, len(c.secs))
+	for _, si := range c.secs {
+		sec := &c.p.sections[si]
+		k := string(c.p.key(sec))
+		ki, ok := keyIndex[k]
+		if !ok {
+			keys = append(keys, k)
+			ki = len(keys)
+			keyIndex[k] = ki
+		}
+		args = append(args, ki, string(c.p.sub(sec)), sec.retention, sec.grain, sec.cost, sec.r1-sec.r0)
+		for _, r := range c.p.rules[sec.r0:sec.r1] {
+			args = append(args, r.limit, r.window)
+			if r.window == 0 {
+				args = append(args, r.bounds[0], r.bounds[1], r.bounds[2], r.bounds[3])
+			}
+		}
+	}
+	return keys, args
+}
+
+// runCalls runs calls of the same op and now in one script run and hands
+// each its part of the reply.
+func (s *Redis) runCalls(ctx context.Context, calls []*call) {
+	keys := make([]string, 0, 2*len(calls))
+	keyIndex := make(map[string]int, 2*len(calls))
+	args := []any{calls[0].op, calls[0].now, len(calls)}
+	for _, c := range calls {
+		keys, args = c.keyArgs(keys, keyIndex, args)
+	}
+	rep, err := s.run(ctx, keys, args)
+	k := 1
+	for _, c := range calls {
+		switch n := c.replyLen(); {
+		case err != nil:
+			c.err = err
+		case k+n > len(rep):
+			c.err = fmt.Errorf("%w: short reply from script", ErrStore)
+		default:
+			c.at, c.reply = rep[0], rep[k:k+n]
+			k += n
+		}
+	}
+}
+
+// batchLoop serves batched calls: it takes one, adds whatever else is
+// already waiting with the same op and now, and runs them together.
+func (s *Redis) batchLoop() {
+	defer s.wg.Done()
+	var pending *call
+	for {
+		first := pending
+		pending = nil
+		if first == nil {
+			select {
+			case first = <-s.batches:
+			case <-s.stop:
+				return
+			}
+		}
+		batch := []*call{first}
+	fill:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case c := <-s.batches:
+				if c.op != first.op || c.now != first.now {
+					pending = c
+					break fill
+				}
+				batch = append(batch, c)
+			default:
+				break fill
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+		s.runCalls(ctx, batch)
+		cancel()
+		for _, c := range batch {
+			close(c.done)
+		}
+	}
+}
+
+// do runs the calls: through the batcher off a cluster, else one run each,
+// in parallel.
+func (s *Redis) do(ctx context.Context, calls []*call) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	if s.batches == nil {
+		s.each(len(calls), func(i int) { s.runCalls(ctx, calls[i:i+1]) })
+		return nil
+	}
+	for _, c := range calls {
+		c.done = make(chan struct{})
+		select {
+		case s.batches <- c:
+		case <-ctx.Done():
+			return classify(ctx.Err())
+		case <-s.stop:
+			return fmt.Errorf("%w: store closed", ErrStore)
+		}
+	}
+	for _, c := range calls {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			// The run may still record this decision: an over-count
+			// until the record leaves its windows, never an over-admission.
+			return classify(ctx.Err())
+		}
+	}
+	return nil
+}
+
+// calls splits a plan into calls: by hash tag on a cluster, else one.
+func (s *Redis) calls(p *plan, op string, now int64) []*call {
+	if !s.cluster {
+		c := &call{op: op, now: now, p: p, secs: make([]int, len(p.sections))}
+		for i := range c.secs {
+			c.secs[i] = i
+		}
+		return []*call{c}
+	}
+	var out []*call
+	tags := map[string]*call{}
+	for si := range p.sections {
+		tag := hashTag(string(p.key(&p.sections[si])))
+		c := tags[tag]
+		if c == nil {
+			c = &call{op: op, now: now, p: p}
+			tags[tag] = c
+			out = append(out, c)
+		}
+		c.secs = append(c.secs, si)
+	}
+	return out
 }
 
 func hashTag(key string) string {
@@ -114,114 +281,66 @@ func hashTag(key string) string {
 	return key
 }
 
-// keyIndex returns the 1-based KEYS index of key in g, adding it.
-func (g *group) keyIndex(key string) int {
-	for i, k := range g.keys {
-		if k == key {
-			return i + 1
-		}
-	}
-	g.keys = append(g.keys, key)
-	return len(g.keys)
-}
-
 func (s *Redis) decide(ctx context.Context, req *Request, op string) (*Decision, error) {
 	nowArg, approx := s.nowArg(req)
-	p, err := buildPlan(s.opts.Prefix, req, approx)
-	if err != nil {
+	p := getPlan()
+	if err := p.build(s.opts.Prefix, req, approx); err != nil {
+		p.release()
 		return nil, err
 	}
-	keysOf := make([]string, len(p.sections))
-	for i := range p.sections {
-		keysOf[i] = p.sections[i].key
+	calls := s.calls(p, op, nowArg)
+	if err := s.do(ctx, calls); err != nil {
+		// A batched run may still read the plan: leave it to the GC.
+		return nil, err
 	}
-	gs := s.groups(keysOf)
-	replies := make([][]int64, len(gs))
-	errs := make([]error, len(gs))
-	run := func(gi int) {
-		g := &gs[gi]
-		args := []any{op, nowArg, len(g.sections)}
-		for _, si := range g.sections {
-			sec := &p.sections[si]
-			args = append(args, g.keyIndex(sec.key), sec.sub, sec.retention, sec.grain, sec.cost, len(sec.rules))
-			for _, r := range sec.rules {
-				args = append(args, r.limit, r.window)
-				if r.window == 0 {
-					args = append(args, r.bounds[0], r.bounds[1], r.bounds[2], r.bounds[3])
-				}
-			}
-		}
-		replies[gi], errs[gi] = s.run(ctx, g.keys, args)
-	}
-	s.each(len(gs), run)
+	defer p.release()
 
-	// Put the groups' answers back in plan order.
-	raw := make([]rawResult, 0, len(req.Checks))
-	recTimes := make([]int64, len(p.sections))
-	ruleAt := make([][]rawResult, len(p.sections))
+	// Put the calls' answers back in plan order.
+	p.raw = append(p.raw[:0], make([]rawResult, len(p.rules))...)
 	admitted := true
 	var now int64
 	var firstErr error
-	for gi, g := range gs {
-		if errs[gi] != nil {
-			firstErr = cmpErr(firstErr, errs[gi])
+	for _, c := range calls {
+		if c.err != nil {
+			firstErr = cmpErr(firstErr, c.err)
 			continue
 		}
-		rep := replies[gi]
-		if len(rep) < 2+len(g.sections) {
-			firstErr = cmpErr(firstErr, fmt.Errorf("%w: short reply from script", ErrStore))
-			continue
-		}
-		admitted = admitted && rep[0] == 1
+		admitted = admitted && c.reply[0] == 1
 		if now == 0 {
-			now = rep[1]
+			now = c.at
 		}
-		k := 2 + len(g.sections)
-		for i, si := range g.sections {
-			recTimes[si] = rep[2+i]
-			for range p.sections[si].rules {
-				if k+4 > len(rep) {
-					return nil, fmt.Errorf("%w: short reply from script", ErrStore)
-				}
-				ruleAt[si] = append(ruleAt[si], rawResult{used: rep[k], reset: rep[k+1], retry: rep[k+2], ok: rep[k+3] == 1})
+		k := 1 + len(c.secs)
+		for i, si := range c.secs {
+			sec := &p.sections[si]
+			sec.recorded = c.reply[1+i]
+			for ri := sec.r0; ri < sec.r1; ri++ {
+				p.raw[ri] = rawResult{used: c.reply[k], reset: c.reply[k+1], retry: c.reply[k+2], ok: c.reply[k+3] == 1}
 				k += 4
 			}
 		}
 	}
-	if op == "d" && (firstErr != nil || !admitted) && len(gs) > 1 {
-		s.rollback(p, gs, replies, errs)
+	if op == "d" && (firstErr != nil || !admitted) && len(calls) > 1 {
+		s.rollback(p, calls)
 	}
 	if firstErr != nil {
 		return nil, firstErr
 	}
-	for si := range p.sections {
-		raw = append(raw, ruleAt[si]...)
-	}
-	d := p.finish(req, now, raw, admitted)
-	if op == "d" && admitted {
-		var recs []recorded
-		for si, sec := range p.sections {
-			if recTimes[si] > 0 {
-				recs = append(recs, recorded{key: sec.key, sub: sec.sub, grain: sec.grain, t: recTimes[si], c: sec.cost})
-			}
-		}
-		d.ID = encodeID(recs)
-	}
-	return d, nil
+	return p.finish(req, now, admitted), nil
 }
 
-// rollback refunds what the groups that admitted recorded, when another
-// group denied or failed. It has its own deadline: the caller's may be spent.
-func (s *Redis) rollback(p *plan, gs []group, replies [][]int64, errs []error) {
+// rollback refunds what the calls that admitted recorded, when another call
+// of the same decision denied or failed. It has its own deadline: the
+// caller's may be spent.
+func (s *Redis) rollback(p *plan, calls []*call) {
 	var recs []recorded
-	for gi, g := range gs {
-		if errs[gi] != nil || replies[gi][0] != 1 {
+	for _, c := range calls {
+		if c.err != nil || c.reply[0] != 1 {
 			continue
 		}
-		for i, si := range g.sections {
-			if t := replies[gi][2+i]; t > 0 {
-				sec := &p.sections[si]
-				recs = append(recs, recorded{key: sec.key, sub: sec.sub, grain: sec.grain, t: t, c: sec.cost})
+		for _, si := range c.secs {
+			sec := &p.sections[si]
+			if sec.recorded > 0 {
+				recs = append(recs, recorded{key: string(p.key(sec)), sub: string(p.sub(sec)), grain: sec.grain, t: sec.recorded, c: sec.cost})
 			}
 		}
 	}
@@ -241,27 +360,24 @@ func (s *Redis) Refund(ctx context.Context, id string) (bool, error) {
 	return s.refund(ctx, recs)
 }
 
+// refund and Reset are rare: they run unbatched, one run per hash tag.
 func (s *Redis) refund(ctx context.Context, recs []recorded) (bool, error) {
 	nowArg, _ := s.nowArg(&Request{})
-	keysOf := make([]string, len(recs))
-	for i := range recs {
-		keysOf[i] = recs[i].key
-	}
-	gs := s.groups(keysOf)
-	replies := make([][]int64, len(gs))
-	errs := make([]error, len(gs))
-	s.each(len(gs), func(gi int) {
-		g := &gs[gi]
-		args := []any{"r", nowArg, len(g.sections)}
-		for _, ri := range g.sections {
+	groups := s.byTag(len(recs), func(i int) string { return recs[i].key })
+	replies := make([][]int64, len(groups))
+	errs := make([]error, len(groups))
+	s.each(len(groups), func(gi int) {
+		var keys keyList
+		args := []any{"r", nowArg, len(groups[gi])}
+		for _, ri := range groups[gi] {
 			r := &recs[ri]
-			args = append(args, g.keyIndex(r.key), r.sub, r.grain, r.t, r.c)
+			args = append(args, keys.index(r.key), r.sub, r.grain, r.t, r.c)
 		}
-		replies[gi], errs[gi] = s.run(ctx, g.keys, args)
+		replies[gi], errs[gi] = s.runBounded(ctx, keys, args)
 	})
 	given := false
 	var firstErr error
-	for gi := range gs {
+	for gi := range groups {
 		if errs[gi] != nil {
 			firstErr = cmpErr(firstErr, errs[gi])
 		} else if len(replies[gi]) > 0 && replies[gi][0] > 0 {
@@ -274,23 +390,20 @@ func (s *Redis) refund(ctx context.Context, recs []recorded) (bool, error) {
 // Reset implements Store.
 func (s *Redis) Reset(ctx context.Context, req *Request) error {
 	nowArg, approx := s.nowArg(req)
-	p, err := buildPlan(s.opts.Prefix, req, approx)
-	if err != nil {
+	p := getPlan()
+	defer p.release()
+	if err := p.build(s.opts.Prefix, req, approx); err != nil {
 		return err
 	}
-	keysOf := make([]string, len(p.sections))
-	for i := range p.sections {
-		keysOf[i] = p.sections[i].key
-	}
-	gs := s.groups(keysOf)
-	errs := make([]error, len(gs))
-	s.each(len(gs), func(gi int) {
-		g := &gs[gi]
-		args := []any{"x", nowArg, len(g.sections)}
-		for _, si := range g.sections {
-			args = append(args, g.keyIndex(p.sections[si].key), p.sections[si].sub)
+	groups := s.byTag(len(p.sections), func(i int) string { return string(p.key(&p.sections[i])) })
+	errs := make([]error, len(groups))
+	s.each(len(groups), func(gi int) {
+		var keys keyList
+		args := []any{"x", nowArg, len(groups[gi])}
+		for _, si := range groups[gi] {
+			args = append(args, keys.index(string(p.key(&p.sections[si]))), string(p.sub(&p.sections[si])))
 		}
-		_, errs[gi] = s.run(ctx, g.keys, args)
+		_, errs[gi] = s.runBounded(ctx, keys, args)
 	})
 	var firstErr error
 	for _, e := range errs {
@@ -299,8 +412,33 @@ func (s *Redis) Reset(ctx context.Context, req *Request) error {
 	return firstErr
 }
 
-// Close implements Store; the client stays open (its owner closes it).
-func (s *Redis) Close() error { return nil }
+// byTag groups n items by the hash tag of their keys on a cluster; off a
+// cluster they are one group.
+func (s *Redis) byTag(n int, key func(int) string) [][]int {
+	var groups [][]int
+	index := map[string]int{}
+	for i := 0; i < n; i++ {
+		tag := ""
+		if s.cluster {
+			tag = hashTag(key(i))
+		}
+		gi, ok := index[tag]
+		if !ok {
+			gi = len(groups)
+			index[tag] = gi
+			groups = append(groups, nil)
+		}
+		groups[gi] = append(groups[gi], i)
+	}
+	return groups
+}
+
+// Close stops the batching goroutines; the client stays open.
+func (s *Redis) Close() error {
+	s.once.Do(func() { close(s.stop) })
+	s.wg.Wait()
+	return nil
+}
 
 // each runs f for 0..n-1, in parallel when n > 1.
 func (s *Redis) each(n int, f func(int)) {
@@ -319,11 +457,30 @@ func (s *Redis) each(n int, f func(int)) {
 	wg.Wait()
 }
 
-// run runs the script once, bounded by the store's timeout, and returns its
-// reply as integers (a single integer reply becomes a one-element slice).
-func (s *Redis) run(ctx context.Context, keys []string, args []any) ([]int64, error) {
+// keyList is a script run's KEYS: each key once, since the script decodes
+// and writes back each KEYS entry on its own.
+type keyList []string
+
+// index returns the 1-based KEYS index of key, adding it when new.
+func (l *keyList) index(key string) int {
+	for i, k := range *l {
+		if k == key {
+			return i + 1
+		}
+	}
+	*l = append(*l, key)
+	return len(*l)
+}
+
+func (s *Redis) runBounded(ctx context.Context, keys []string, args []any) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
+	return s.run(ctx, keys, args)
+}
+
+// run runs the script once and returns its reply as integers (a single
+// integer reply becomes a one-element slice).
+func (s *Redis) run(ctx context.Context, keys []string, args []any) ([]int64, error) {
 	v, err := freqcapScript.Run(ctx, s.client, keys, args...).Result()
 	if err != nil {
 		return nil, classify(err)

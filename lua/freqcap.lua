@@ -14,16 +14,20 @@
 -- ARGV[1]   op: "d" decide and record, "p" peek (decide, record nothing),
 --           "r" refund, "x" reset
 -- ARGV[2]   now in ms since the epoch, or 0 for the server's TIME
--- ARGV[3]   number of sections n; then n sections:
---   d, p:   key index, sub-log id, retention ms, grain ms, cost, rule count,
---           then per rule: limit, window ms, and when window is 0 (a
---           calendar rule) four period starts
+-- ARGV[3]   d, p: the number of decisions, decided in order as if one by
+--           one (concurrent requests batched into one run); each is its
+--           section count, then per section: key index, sub-log id,
+--           retention ms, grain ms, cost, rule count, then per rule: limit,
+--           window ms, and when window is 0 (a calendar rule) four period
+--           starts.
+--           r, x: the number of sections, then per section:
 --   r:      key index, sub-log id, grain ms, record time, cost
 --   x:      key index, sub-log id
 --
 -- Reply:
---   d, p:   {admitted 1|0, now, record time per section (0 when nothing was
---           recorded), then per rule: used, reset ms, retry ms, admits 1|0}
+--   d, p:   {now, then per decision: admitted 1|0, record time per section
+--           (0 when nothing was recorded), then per rule: used, reset ms,
+--           retry ms, admits 1|0}
 --   r:      number of sections whose record was given back
 --   x:      number of sub-logs forgotten
 -- Errors:   "CLOCKSKEW ..." when now is outside a rule's period starts.
@@ -288,16 +292,24 @@ local EMPTY = {ret = 0, ts = {}, cs = {}, tombs = {}}
 local nsec = tonumber(ARGV[3])
 local a = 4
 
-if op == 'd' or op == 'p' then
-  local secs, rules = {}, {}
+local touched = {} -- key index -> true when it must be written back
+local function writeBack()
+  for ki in pairs(touched) do
+    store(KEYS[ki], keys[ki].subs, keys[ki].order, now)
+  end
+end
+
+-- decideOne decides the decision whose sections start at ARGV[a]; it
+-- appends its answer to reply and returns the index after its arguments.
+local function decideOne(a, nsec, write, reply)
+  local secs = {}
   local admitted = true
   for si = 1, nsec do
-    local ki, id = tonumber(ARGV[a]), ARGV[a + 1]
-    local sec = {ki = ki, id = id, ret = tonumber(ARGV[a + 2]), grain = tonumber(ARGV[a + 3]),
-      cost = tonumber(ARGV[a + 4]), rules = {}}
+    local sec = {ki = tonumber(ARGV[a]), id = ARGV[a + 1], ret = tonumber(ARGV[a + 2]),
+      grain = tonumber(ARGV[a + 3]), cost = tonumber(ARGV[a + 4]), rules = {}}
     local nr = tonumber(ARGV[a + 5])
     a = a + 6
-    local s = subFor(load(ki), id, false) or EMPTY
+    local s = subFor(load(sec.ki), sec.id, false) or EMPTY
     for _ = 1, nr do
       local limit, window = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
       local bounds
@@ -307,16 +319,15 @@ if op == 'd' or op == 'p' then
         a = a + 4
       end
       local r = evaluate(s, limit, window, bounds, sec.cost, now)
-      if r.err then return r end
+      if r.err then error(r) end
       if r[4] == 0 then admitted = false end
       sec.rules[#sec.rules + 1] = {window = window, res = r}
     end
     secs[si] = sec
   end
-  local reply = {admitted and 1 or 0, now}
-  local recorded = admitted and op == 'd'
-  local touched = {}
-  for si, sec in ipairs(secs) do
+  reply[#reply + 1] = admitted and 1 or 0
+  local recorded = admitted and write
+  for _, sec in ipairs(secs) do
     local t = 0
     if recorded then
       local s = subFor(load(sec.ki), sec.id, true)
@@ -335,14 +346,28 @@ if op == 'd' or op == 'p' then
       for j = 1, 4 do reply[#reply + 1] = r.res[j] end
     end
   end
-  for ki in pairs(touched) do
-    store(KEYS[ki], keys[ki].subs, keys[ki].order, now)
+  return a
+end
+
+if op == 'd' or op == 'p' then
+  -- ARGV[3] is the number of decisions; each starts with its section count.
+  local reply = {now}
+  local ok, err = pcall(function()
+    for _ = 1, nsec do
+      local n = tonumber(ARGV[a])
+      a = decideOne(a + 1, n, op == 'd', reply)
+    end
+  end)
+  if not ok then
+    if type(err) == 'table' and err.err then return err end
+    error(err)
   end
+  writeBack()
   return reply
 end
 
 if op == 'r' then
-  local given, touched = 0, {}
+  local given = 0
   for _ = 1, nsec do
     local ki, id = tonumber(ARGV[a]), ARGV[a + 1]
     local grain, t, cost = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
@@ -353,14 +378,12 @@ if op == 'r' then
       touched[ki] = true
     end
   end
-  for ki in pairs(touched) do
-    store(KEYS[ki], keys[ki].subs, keys[ki].order, now)
-  end
+  writeBack()
   return given
 end
 
 if op == 'x' then
-  local gone, touched = 0, {}
+  local gone = 0
   for _ = 1, nsec do
     local ki, id = tonumber(ARGV[a]), ARGV[a + 1]
     a = a + 2
