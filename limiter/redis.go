@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -125,47 +126,88 @@ type call struct {
 
 // replyLen is the length of a call's part of the reply.
 func (c *call) replyLen() int {
-	n := 1 + len(c.secs)
+	n := 2 + len(c.secs)
 	for _, si := range c.secs {
 		n += 4 * (c.p.sections[si].r1 - c.p.sections[si].r0)
 	}
 	return n
 }
 
-// keyArgs adds the call's decision to a script run's KEYS and ARGV.
-func (c *call) keyArgs(keys []string, keyIndex map[string]int, args []any) ([]string, []any) {
-	args = append(args, len(c.secs))
-	for _, si := range c.secs {
-		sec := &c.p.sections[si]
-		k := string(c.p.key(sec))
-		ki, ok := keyIndex[k]
-		if !ok {
-			keys = append(keys, k)
-			ki = len(keys)
-			keyIndex[k] = ki
-		}
-		args = append(args, ki, string(c.p.sub(sec)), sec.retention, sec.grain, sec.cost, sec.r1-sec.r0)
-		for _, r := range c.p.rules[sec.r0:sec.r1] {
-			args = append(args, r.limit, r.window)
-			if r.window == 0 {
-				args = append(args, r.bounds[0], r.bounds[1], r.bounds[2], r.bounds[3])
+// runArgs builds one script run's KEYS and ARGV for decisions. Rule specs
+// are sent once per run and referred to by index: a batch of decisions
+// under one config repeats the same few.
+type runArgs struct {
+	keys     keyList
+	keyIndex map[string]int
+	specs    []any
+	specIdx  map[string]int
+	decs     []any
+	buf      []byte
+}
+
+func (ra *runArgs) key(k []byte) int {
+	if i, ok := ra.keyIndex[string(k)]; ok {
+		return i
+	}
+	ra.keys = append(ra.keys, string(k))
+	ra.keyIndex[string(k)] = len(ra.keys)
+	return len(ra.keys)
+}
+
+// spec returns the index of a section's rule spec: "retention grain count"
+// and per rule "limit window [four period starts]".
+func (ra *runArgs) spec(p *plan, sec *section) int {
+	b := ra.buf[:0]
+	b = strconv.AppendInt(b, sec.retention, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, sec.grain, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(sec.r1-sec.r0), 10)
+	for _, r := range p.rules[sec.r0:sec.r1] {
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, r.limit, 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, r.window, 10)
+		if r.window == 0 {
+			for _, x := range r.bounds {
+				b = append(b, ' ')
+				b = strconv.AppendInt(b, x, 10)
 			}
 		}
 	}
-	return keys, args
+	ra.buf = b
+	if i, ok := ra.specIdx[string(b)]; ok {
+		return i
+	}
+	str := string(b)
+	ra.specs = append(ra.specs, str)
+	ra.specIdx[str] = len(ra.specs)
+	return len(ra.specs)
 }
 
-// runCalls runs calls of the same op and now in one script run and hands
-// each its part of the reply.
-func (s *Redis) runCalls(ctx context.Context, calls []*call) {
-	keys := make([]string, 0, 2*len(calls))
-	keyIndex := make(map[string]int, 2*len(calls))
-	args := []any{calls[0].op, calls[0].now, len(calls)}
-	for _, c := range calls {
-		keys, args = c.keyArgs(keys, keyIndex, args)
+// add appends the call's decision.
+func (ra *runArgs) add(c *call) {
+	ra.decs = append(ra.decs, c.now, len(c.secs))
+	for _, si := range c.secs {
+		sec := &c.p.sections[si]
+		ra.decs = append(ra.decs, ra.key(c.p.key(sec)), string(c.p.sub(sec)), ra.spec(c.p, sec), sec.cost)
 	}
-	rep, err := s.run(ctx, keys, args)
-	k := 1
+}
+
+// runCalls runs calls of one op in one script run and hands each its part
+// of the reply.
+func (s *Redis) runCalls(ctx context.Context, calls []*call) {
+	ra := runArgs{keyIndex: make(map[string]int, 2*len(calls)), specIdx: make(map[string]int, 2)}
+	for _, c := range calls {
+		ra.add(c)
+	}
+	args := make([]any, 0, 3+len(ra.specs)+len(ra.decs))
+	args = append(args, calls[0].op, len(ra.specs))
+	args = append(args, ra.specs...)
+	args = append(args, len(calls))
+	args = append(args, ra.decs...)
+	rep, err := s.run(ctx, ra.keys, args)
+	k := 0
 	for _, c := range calls {
 		switch n := c.replyLen(); {
 		case err != nil:
@@ -173,14 +215,14 @@ func (s *Redis) runCalls(ctx context.Context, calls []*call) {
 		case k+n > len(rep):
 			c.err = fmt.Errorf("%w: short reply from script", ErrStore)
 		default:
-			c.at, c.reply = rep[0], rep[k:k+n]
+			c.at, c.reply = rep[k], rep[k+1:k+n]
 			k += n
 		}
 	}
 }
 
 // batchLoop serves batched calls: it takes one, adds whatever else is
-// already waiting with the same op and now, and runs them together.
+// already waiting with the same op, and runs them together.
 func (s *Redis) batchLoop() {
 	defer s.wg.Done()
 	var pending *call
@@ -199,7 +241,7 @@ func (s *Redis) batchLoop() {
 		for len(batch) < s.opts.MaxBatch {
 			select {
 			case c := <-s.batches:
-				if c.op != first.op || c.now != first.now {
+				if c.op != first.op {
 					pending = c
 					break fill
 				}

@@ -1,48 +1,74 @@
 -- freqcap.lua: one atomic step over the record logs of a group of keys that
--- share a hash tag (on a standalone server, of every key of a request).
--- It is the algorithm of limiter/log.go; the differential test holds the two
--- to the same answers.
+-- share a hash tag (on a standalone server, of any keys). It is the
+-- algorithm of limiter/log.go; the differential test holds the two to the
+-- same answers.
 --
--- KEYS[k]   a log key: a string packing every sub-log (one per dimension
---           tuple and weight) of one first-dimension value. Times are ms.
---           Per sub-log: varint id length, id, varint retention (s),
---           varint entry count, entries, varint tomb count, tombs. An entry
---           is varint(delta*2 + flag) with delta from the previous entry's
---           time (the first from 0), then varint(cost) when flag is 1 (cost
---           is 1 otherwise). Tombs are absolute times of refunded records
---           of a bucketed log.
--- ARGV[1]   op: "d" decide and record, "p" peek (decide, record nothing),
---           "r" refund, "x" reset
--- ARGV[2]   now in ms since the epoch, or 0 for the server's TIME
--- ARGV[3]   d, p: the number of decisions, decided in order as if one by
---           one (concurrent requests batched into one run); each is its
---           section count, then per section: key index, sub-log id,
---           retention ms, grain ms, cost, rule count, then per rule: limit,
---           window ms, and when window is 0 (a calendar rule) four period
---           starts.
---           r, x: the number of sections, then per section:
---   r:      key index, sub-log id, grain ms, record time, cost
---   x:      key index, sub-log id
+-- KEYS[k]  a log key: a string packing the sub-logs (one per dimension tuple
+--          and weight) of one first-dimension value. Times are ms since the
+--          epoch. A sub-log is: varint id length, id, varint header
+--          (retention in s * 4 + weighted * 2 + has-tombs), varint body
+--          length, body. The body is: varint entry count; when has-tombs, a
+--          varint count and the absolute times of records refunded from
+--          buckets; then the entries newest first: the newest as its
+--          absolute time, each older one as the gap to its newer neighbour.
+--          In a weighted sub-log each time or gap v is written v*2+1 and
+--          followed by the entry's cost when the cost is not 1, else v*2;
+--          in an unweighted one every cost is 1 and v is written as is.
+--          Newest first lets a new record be prepended to the old bytes,
+--          and pruning is a cut of the tail.
+--
+-- ARGV[1]  op: "d" decide and record, "p" peek (decide, record nothing),
+--          "r" refund, "x" reset.
+-- d, p:    ARGV[2] is the number of rule specs S, then S specs: space-
+--          separated "retention_ms grain_ms rule_count" and per rule
+--          "limit window_ms" and, for a calendar rule (window 0), four
+--          period starts. Then the number of decisions D; each is: now (0
+--          for the server's TIME), section count, then per section: key
+--          index, sub-log id, spec index, cost. Decisions are decided in
+--          order, as if one by one: concurrent requests ride in one run.
+-- r:       ARGV[2] now (0: TIME), ARGV[3] section count, then per section:
+--          key index, sub-log id, grain ms, record time, cost.
+-- x:       ARGV[2] now (0: TIME), ARGV[3] section count, then per section:
+--          key index, sub-log id.
 --
 -- Reply:
---   d, p:   {now, then per decision: admitted 1|0, record time per section
---           (0 when nothing was recorded), then per rule: used, reset ms,
---           retry ms, admits 1|0}
---   r:      number of sections whose record was given back
---   x:      number of sub-logs forgotten
--- Errors:   "CLOCKSKEW ..." when now is outside a rule's period starts.
+--   d, p:  per decision: now, admitted 1|0, the record time of each
+--          section (0 when nothing was recorded), then per rule: used,
+--          reset ms, retry ms, admits 1|0.
+--   r:     the number of sections whose record was given back.
+--   x:     the number of sub-logs forgotten.
+-- Errors:  "CLOCKSKEW ..." when now is outside a rule's period starts.
 
 local byte, char, sub, floor = string.byte, string.char, string.sub, math.floor
 local unpack = unpack or table.unpack
+local concat = table.concat
 local SLACK = 60000 -- a key outlives its last record's retention by this
 
-local function getvar(s, i)
-  local v, m = 0, 1
+-- Varints: 7 bits a byte, least significant first, high bit = more.
+local function getvarS(s, i)
+  local x = byte(s, i)
+  if x < 128 then return x, i + 1 end
+  local v, m = x - 128, 128
+  i = i + 1
   while true do
-    local b = byte(s, i)
+    x = byte(s, i)
     i = i + 1
-    if b < 128 then return v + b * m, i end
-    v = v + (b - 128) * m
+    if x < 128 then return v + x * m, i end
+    v = v + (x - 128) * m
+    m = m * 128
+  end
+end
+
+local function getvar(b, i)
+  local x = b[i]
+  if x < 128 then return x, i + 1 end
+  local v, m = x - 128, 128
+  i = i + 1
+  while true do
+    x = b[i]
+    i = i + 1
+    if x < 128 then return v + x * m, i end
+    v = v + (x - 128) * m
     m = m * 128
   end
 end
@@ -58,103 +84,229 @@ local function putvar(buf, n, v)
   return n
 end
 
--- decode returns the sub-logs of a key, by id and in order, pruned at now.
-local function decode(blob, now)
-  local subs, order = {}, {}
-  if not blob then return subs, order end
+-- bytes returns s[i..j] as a table of numbers, in chunks: Lua's C stack is
+-- limited.
+local function bytes(s, i, j)
+  if j - i < 4000 then return {byte(s, i, j)} end
+  local t, n = {}, 0
+  while i <= j do
+    local k = math.min(i + 3999, j)
+    local part = {byte(s, i, k)}
+    for x = 1, #part do t[n + x] = part[x] end
+    n = n + #part
+    i = k + 1
+  end
+  return t
+end
+
+local function tostr(buf, n)
+  if n < 4000 then return char(unpack(buf, 1, n)) end
+  local parts, i = {}, 1
+  while i <= n do
+    local j = math.min(i + 3999, n)
+    parts[#parts + 1] = char(unpack(buf, i, j))
+    i = j + 1
+  end
+  return concat(parts)
+end
+
+local now0 -- the server's TIME in ms, read once
+local function clock(arg)
+  local t = tonumber(arg)
+  if t ~= 0 then return t end
+  if not now0 then
+    local tm = redis.call('TIME')
+    now0 = tonumber(tm[1]) * 1000 + floor(tonumber(tm[2]) / 1000)
+  end
+  return now0
+end
+
+-- Keys are loaded once per run. A loaded key lists its sub-logs with their
+-- header fields; a sub-log's body is decoded only when a section reads it.
+local keys = {}
+
+local function loadKey(ki, now)
+  local k = keys[ki]
+  if k then return k end
+  local blob = redis.call('GET', KEYS[ki]) or ''
+  k = {blob = blob, subs = {}, order = {}, dirty = false}
+  keys[ki] = k
   local pos, len = 1, #blob
   while pos <= len do
-    local n
-    n, pos = getvar(blob, pos)
+    local r0 = pos
+    local n, hdr, blen
+    n, pos = getvarS(blob, pos)
     local id = sub(blob, pos, pos + n - 1)
     pos = pos + n
-    local ret
-    ret, pos = getvar(blob, pos)
-    ret = ret * 1000
-    local cut = now - ret
-    n, pos = getvar(blob, pos)
-    local ts, cs, k, t = {}, {}, 0, 0
-    for _ = 1, n do
-      local v, c = 0, 1
-      v, pos = getvar(blob, pos)
-      if v % 2 == 1 then c, pos = getvar(blob, pos) end
-      t = t + floor(v / 2)
-      if t > cut then
-        k = k + 1
-        ts[k], cs[k] = t, c
+    hdr, pos = getvarS(blob, pos)
+    blen, pos = getvarS(blob, pos)
+    local s = {id = id, ret = floor(hdr / 4) * 1000, weighted = floor(hdr / 2) % 2 == 1,
+      hasTombs = hdr % 2 == 1, r0 = r0, b0 = pos, b1 = pos + blen - 1}
+    pos = pos + blen
+    -- The newest entry tells whether anything is left to keep.
+    local count, p = getvarS(blob, s.b0)
+    if count > 0 and s.hasTombs then
+      local nt
+      nt, p = getvarS(blob, p)
+      for _ = 1, nt do
+        local _x
+        _x, p = getvarS(blob, p)
       end
     end
-    local tombs, nt = {}, 0
-    n, pos = getvar(blob, pos)
-    for _ = 1, n do
+    if count > 0 then
+      local v = getvarS(blob, p)
+      s.latest = s.weighted and floor(v / 2) or v
+    end
+    if count > 0 and s.latest > now - s.ret then
+      k.subs[id] = s
+      k.order[#k.order + 1] = id
+    else
+      k.dirty = true
+    end
+  end
+  return k
+end
+
+-- decode reads a sub-log's body into ascending arrays, dropping what is at
+-- or before now-retention. s.clean is how many of the oldest entries still
+-- have their bytes in the blob unchanged (see encode).
+local function decode(k, s, now)
+  if s.ts then return s end
+  local ts, cs, off, tombs = {}, {}, {}, {}
+  s.ts, s.cs, s.off, s.tombs = ts, cs, off, tombs
+  if not s.b0 then
+    s.clean, s.tailEnd = 0, 0
+    return s
+  end
+  local b = bytes(k.blob, s.b0, s.b1)
+  local cut = now - s.ret
+  local count, i = getvar(b, 1)
+  if s.hasTombs then
+    local nt
+    nt, i = getvar(b, i)
+    for _ = 1, nt do
       local x
-      x, pos = getvar(blob, pos)
-      if x > cut then
-        nt = nt + 1
-        tombs[nt] = x
-      end
-    end
-    if k > 0 or nt > 0 then
-      subs[id] = {ret = ret, ts = ts, cs = cs, tombs = tombs}
-      order[#order + 1] = id
+      x, i = getvar(b, i)
+      if x > cut then tombs[#tombs + 1] = x end
     end
   end
-  return subs, order
+  -- newest first into d*, then reversed
+  local dt, dc, doff, n = {}, {}, {}, 0
+  local t, w = 0, s.weighted
+  local tail = i
+  for j = 1, count do
+    local start = i
+    local v, c = 0, 1
+    v, i = getvar(b, i)
+    if w then
+      if v % 2 == 1 then c, i = getvar(b, i) end
+      v = floor(v / 2)
+    end
+    if j == 1 then t = v else t = t - v end
+    if t <= cut then break end
+    n = n + 1
+    dt[n], dc[n], doff[n] = t, c, start
+    tail = i
+  end
+  for j = 1, n do
+    ts[j], cs[j], off[j] = dt[n - j + 1], dc[n - j + 1], doff[n - j + 1]
+  end
+  s.clean = n - 1
+  if s.clean < 0 then s.clean = 0 end
+  s.tailEnd = tail -- body offset after the last kept entry
+  return s
 end
 
--- encode packs the non-empty sub-logs; it returns the string and the
--- latest time any record must be kept until.
-local function encode(subs, order)
-  local buf, n, parts, expiry = {}, 0, {}, 0
-  local function flush()
-    local i = 1
-    while i <= n do
-      local j = math.min(i + 3999, n)
-      parts[#parts + 1] = char(unpack(buf, i, j))
-      i = j + 1
-    end
-    buf, n = {}, 0
+local function subFor(k, id, create)
+  local s = k.subs[id]
+  if not s and create then
+    s = {id = id, ret = 0, weighted = false}
+    k.subs[id] = s
+    k.order[#k.order + 1] = id
   end
-  for _, id in ipairs(order) do
-    local s = subs[id]
-    local ts, cs, tombs = s.ts, s.cs, s.tombs
-    if #ts > 0 or #tombs > 0 then
-      n = putvar(buf, n, #id)
-      flush()
-      parts[#parts + 1] = id
-      n = putvar(buf, n, s.ret / 1000)
-      n = putvar(buf, n, #ts)
-      local prev = 0
-      for i = 1, #ts do
-        local d = ts[i] - prev
-        prev = ts[i]
-        if cs[i] == 1 then
-          n = putvar(buf, n, d * 2)
-        else
-          n = putvar(buf, n, d * 2 + 1)
-          n = putvar(buf, n, cs[i])
+  return s
+end
+
+local EMPTY = {ts = {}, cs = {}}
+
+-- encode returns a decoded sub-log's bytes: the newest entries written
+-- anew, the clean oldest ones copied from the blob as they were.
+local function encode(k, s)
+  local ts, cs = s.ts, s.cs
+  local n = #ts
+  local buf, m = {}, 0
+  m = putvar(buf, m, n)
+  local tombs = s.tombs
+  if #tombs > 0 then
+    m = putvar(buf, m, #tombs)
+    for i = 1, #tombs do m = putvar(buf, m, tombs[i]) end
+  end
+  local w = s.weighted
+  local clean = s.clean
+  for j = n, clean + 1, -1 do
+    local v = ts[j]
+    if j < n then v = ts[j + 1] - ts[j] end
+    if w then
+      if cs[j] == 1 then
+        m = putvar(buf, m, v * 2)
+      else
+        m = putvar(buf, m, v * 2 + 1)
+        m = putvar(buf, m, cs[j])
+      end
+    else
+      m = putvar(buf, m, v)
+    end
+  end
+  local body = tostr(buf, m)
+  if clean > 0 then
+    body = body .. sub(k.blob, s.b0 + s.off[clean] - 1, s.b0 + s.tailEnd - 2)
+  end
+  local hb, h = {}, 0
+  h = putvar(hb, h, #s.id)
+  local head1 = tostr(hb, h)
+  hb, h = {}, 0
+  h = putvar(hb, h, (s.ret / 1000) * 4 + (w and 2 or 0) + (#tombs > 0 and 1 or 0))
+  h = putvar(hb, h, #body)
+  return head1 .. s.id .. tostr(hb, h) .. body
+end
+
+local function writeBack(ki, now)
+  local k = keys[ki]
+  local parts, expiry = {}, 0
+  for _, id in ipairs(k.order) do
+    local s = k.subs[id]
+    if s then
+      if s.ts then
+        local n = #s.ts
+        if n > 0 then
+          parts[#parts + 1] = encode(k, s)
+          local last = s.ts[n]
+          for _, x in ipairs(s.tombs) do
+            if x > last then last = x end
+          end
+          if last + s.ret > expiry then expiry = last + s.ret end
         end
+      else
+        parts[#parts + 1] = sub(k.blob, s.r0, s.b1)
+        if s.latest + s.ret > expiry then expiry = s.latest + s.ret end
       end
-      n = putvar(buf, n, #tombs)
-      local last = ts[#ts] or 0
-      for i = 1, #tombs do
-        n = putvar(buf, n, tombs[i])
-        if tombs[i] > last then last = tombs[i] end
-      end
-      if last + s.ret > expiry then expiry = last + s.ret end
     end
   end
-  flush()
-  return table.concat(parts), expiry
-end
-
-local function store(key, subs, order, now)
-  local blob, expiry = encode(subs, order)
+  local blob = concat(parts)
   local ttl = expiry - now + SLACK
   if blob == '' or ttl <= 0 then
-    redis.call('DEL', key)
+    redis.call('DEL', KEYS[ki])
   else
-    redis.call('SET', key, blob, 'PX', ttl)
+    redis.call('SET', KEYS[ki], blob, 'PX', ttl)
+  end
+end
+
+-- setCost marks a sub-log weighted when it gets a cost other than 1: every
+-- entry must then be written anew with its flag.
+local function noteCost(s, c)
+  if c ~= 1 and not s.weighted then
+    s.weighted = true
+    s.clean = 0
   end
 end
 
@@ -172,15 +324,15 @@ local function evaluate(s, limit, window, bounds, cost, now)
       end
     end
     if not start then
-      return redis.error_reply('CLOCKSKEW now ' .. now .. ' is outside the calendar periods sent')
+      return nil, 'CLOCKSKEW now ' .. now .. ' is outside the calendar periods sent'
     end
     local i = #ts
     while i >= 1 and ts[i] >= start do
       used = used + cs[i]
       i = i - 1
     end
-    if used + cost <= limit then return {used, stop - now, 0, 1} end
-    return {used, stop - now, stop - now, 0}
+    if used + cost <= limit then return used, stop - now, 0, 1 end
+    return used, stop - now, stop - now, 0
   end
   local cut = now - window
   local first = #ts + 1
@@ -192,7 +344,7 @@ local function evaluate(s, limit, window, bounds, cost, now)
   end
   local reset = 0
   if used > 0 then reset = ts[first] + window - now end
-  if used + cost <= limit then return {used, reset, 0, 1} end
+  if used + cost <= limit then return used, reset, 0, 1 end
   local retry = window
   if cost <= limit then
     local need = used + cost - limit
@@ -204,10 +356,12 @@ local function evaluate(s, limit, window, bounds, cost, now)
       end
     end
   end
-  return {used, reset, retry, 0}
+  return used, reset, retry, 0
 end
 
--- record adds an admitted request and returns the time it was recorded at.
+-- record adds an admitted request and returns the time it was recorded at:
+-- 1 ms after the newest record when that is not earlier than now, so that
+-- every admission has a time of its own.
 local function record(s, now, cost, grain)
   local ts, cs = s.ts, s.cs
   local n = #ts
@@ -216,10 +370,14 @@ local function record(s, now, cost, grain)
   if grain > 0 and n > 0 and floor(ts[n] / grain) == floor(t / grain) then
     ts[n] = t
     cs[n] = cs[n] + cost
+    noteCost(s, cs[n])
+    if s.clean > n - 2 then s.clean = math.max(n - 2, 0) end
     return t
   end
   ts[n + 1] = t
   cs[n + 1] = cost
+  noteCost(s, cost)
+  if s.clean > n - 1 then s.clean = math.max(n - 1, 0) end
   return t
 end
 
@@ -238,6 +396,7 @@ local function refund(s, t, cost, grain)
       if ts[i] == t and cs[i] == cost then
         table.remove(ts, i)
         table.remove(cs, i)
+        s.clean = 0
         return 1
       end
     end
@@ -255,6 +414,7 @@ local function refund(s, t, cost, grain)
         cs[i] = cs[i] - cost
       end
       s.tombs[#s.tombs + 1] = t
+      s.clean = 0
       return 1
     end
   end
@@ -262,147 +422,113 @@ local function refund(s, t, cost, grain)
 end
 
 local op = ARGV[1]
-local now = tonumber(ARGV[2])
-if now == 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
-end
-
-local keys = {} -- key index -> {subs, order}, decoded once
-local function load(ki)
-  local k = keys[ki]
-  if not k then
-    local subs, order = decode(redis.call('GET', KEYS[ki]) or nil, now)
-    k = {subs = subs, order = order}
-    keys[ki] = k
-  end
-  return k
-end
-local function subFor(k, id, create)
-  local s = k.subs[id]
-  if not s and create then
-    s = {ret = 0, ts = {}, cs = {}, tombs = {}}
-    k.subs[id] = s
-    k.order[#k.order + 1] = id
-  end
-  return s
-end
-local EMPTY = {ret = 0, ts = {}, cs = {}, tombs = {}}
-
-local nsec = tonumber(ARGV[3])
-local a = 4
-
-local touched = {} -- key index -> true when it must be written back
-local function writeBack()
-  for ki in pairs(touched) do
-    store(KEYS[ki], keys[ki].subs, keys[ki].order, now)
-  end
-end
-
--- decideOne decides the decision whose sections start at ARGV[a]; it
--- appends its answer to reply and returns the index after its arguments.
-local function decideOne(a, nsec, write, reply)
-  local secs = {}
-  local admitted = true
-  for si = 1, nsec do
-    local sec = {ki = tonumber(ARGV[a]), id = ARGV[a + 1], ret = tonumber(ARGV[a + 2]),
-      grain = tonumber(ARGV[a + 3]), cost = tonumber(ARGV[a + 4]), rules = {}}
-    local nr = tonumber(ARGV[a + 5])
-    a = a + 6
-    local s = subFor(load(sec.ki), sec.id, false) or EMPTY
-    for _ = 1, nr do
-      local limit, window = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-      local bounds
-      a = a + 2
-      if window == 0 then
-        bounds = {tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])}
-        a = a + 4
-      end
-      local r = evaluate(s, limit, window, bounds, sec.cost, now)
-      if r.err then error(r) end
-      if r[4] == 0 then admitted = false end
-      sec.rules[#sec.rules + 1] = {window = window, res = r}
-    end
-    secs[si] = sec
-  end
-  reply[#reply + 1] = admitted and 1 or 0
-  local recorded = admitted and write
-  for _, sec in ipairs(secs) do
-    local t = 0
-    if recorded then
-      local s = subFor(load(sec.ki), sec.id, true)
-      s.ret = sec.ret
-      if sec.cost > 0 then t = record(s, now, sec.cost, sec.grain) end
-      for _, r in ipairs(sec.rules) do
-        r.res[1] = r.res[1] + sec.cost
-        if r.window > 0 then r.res[2] = oldestIn(s, r.window, now) end
-      end
-      touched[sec.ki] = true
-    end
-    reply[#reply + 1] = t
-  end
-  for _, sec in ipairs(secs) do
-    for _, r in ipairs(sec.rules) do
-      for j = 1, 4 do reply[#reply + 1] = r.res[j] end
-    end
-  end
-  return a
-end
 
 if op == 'd' or op == 'p' then
-  -- ARGV[3] is the number of decisions; each starts with its section count.
-  local reply = {now}
-  local ok, err = pcall(function()
-    for _ = 1, nsec do
-      local n = tonumber(ARGV[a])
-      a = decideOne(a + 1, n, op == 'd', reply)
+  local write = op == 'd'
+  -- Rule specs, parsed once per run.
+  local nspec = tonumber(ARGV[2])
+  local specs = {}
+  for i = 1, nspec do
+    local f, n = {}, 0
+    for x in string.gmatch(ARGV[2 + i], '%S+') do
+      n = n + 1
+      f[n] = tonumber(x)
     end
-  end)
-  if not ok then
-    if type(err) == 'table' and err.err then return err end
-    error(err)
+    local spec = {ret = f[1], grain = f[2], rules = {}}
+    local j = 4
+    for r = 1, f[3] do
+      local rule = {limit = f[j], window = f[j + 1]}
+      j = j + 2
+      if rule.window == 0 then
+        rule.bounds = {f[j], f[j + 1], f[j + 2], f[j + 3]}
+        j = j + 4
+      end
+      spec.rules[r] = rule
+    end
+    specs[i] = spec
   end
-  writeBack()
+  local a = 3 + nspec
+  local ndec = tonumber(ARGV[a])
+  a = a + 1
+  local reply, nr = {}, 0
+  local touched, order = {}, {}
+  for _ = 1, ndec do
+    local now = clock(ARGV[a])
+    local nsec = tonumber(ARGV[a + 1])
+    a = a + 2
+    local secs = {}
+    local admitted = true
+    local base = nr
+    nr = nr + 2 + nsec -- now, admitted, record times; rule answers follow
+    for si = 1, nsec do
+      local ki, id, spec, cost = tonumber(ARGV[a]), ARGV[a + 1], specs[tonumber(ARGV[a + 2])], tonumber(ARGV[a + 3])
+      a = a + 4
+      local k = loadKey(ki, now)
+      local s = subFor(k, id, false)
+      if s then decode(k, s, now) else s = EMPTY end
+      secs[si] = {ki = ki, id = id, spec = spec, cost = cost}
+      for _, rule in ipairs(spec.rules) do
+        local used, reset, retry, ok = evaluate(s, rule.limit, rule.window, rule.bounds, cost, now)
+        if not used then return redis.error_reply(reset) end
+        if ok == 0 then admitted = false end
+        reply[nr + 1], reply[nr + 2], reply[nr + 3], reply[nr + 4] = used, reset, retry, ok
+        nr = nr + 4
+      end
+    end
+    reply[base + 1], reply[base + 2] = now, admitted and 1 or 0
+    local at = base + 2 + nsec
+    for si, sec in ipairs(secs) do
+      local t = 0
+      if admitted and write then
+        local k = keys[sec.ki]
+        local s = decode(k, subFor(k, sec.id, true), now)
+        s.ret = sec.spec.ret
+        if sec.cost > 0 then t = record(s, now, sec.cost, sec.spec.grain) end
+        for _, rule in ipairs(sec.spec.rules) do
+          reply[at + 1] = reply[at + 1] + sec.cost
+          if rule.window > 0 then reply[at + 2] = oldestIn(s, rule.window, now) end
+          at = at + 4
+        end
+        if not touched[sec.ki] then
+          touched[sec.ki] = now
+          order[#order + 1] = sec.ki
+        end
+      else
+        at = at + 4 * #sec.spec.rules
+      end
+      reply[base + 2 + si] = t
+    end
+  end
+  for _, ki in ipairs(order) do writeBack(ki, touched[ki]) end
   return reply
 end
 
-if op == 'r' then
-  local given = 0
+if op == 'r' or op == 'x' then
+  local now = clock(ARGV[2])
+  local nsec = tonumber(ARGV[3])
+  local a, done, touched = 4, 0, {}
   for _ = 1, nsec do
     local ki, id = tonumber(ARGV[a]), ARGV[a + 1]
-    local grain, t, cost = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-    a = a + 5
-    local s = subFor(load(ki), id, false)
-    if s and refund(s, t, cost, grain) == 1 then
-      given = given + 1
-      touched[ki] = true
+    local k = loadKey(ki, now)
+    local s = k.subs[id]
+    if op == 'r' then
+      local grain, t, cost = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+      a = a + 5
+      if s and refund(decode(k, s, now), t, cost, grain) == 1 then
+        done = done + 1
+        touched[ki] = true
+      end
+    else
+      a = a + 2
+      if s then
+        k.subs[id] = nil
+        done = done + 1
+        touched[ki] = true
+      end
     end
   end
-  writeBack()
-  return given
-end
-
-if op == 'x' then
-  local gone = 0
-  for _ = 1, nsec do
-    local ki, id = tonumber(ARGV[a]), ARGV[a + 1]
-    a = a + 2
-    local k = load(ki)
-    if k.subs[id] then
-      k.subs[id] = nil
-      gone = gone + 1
-      touched[ki] = true
-    end
-  end
-  for ki in pairs(touched) do
-    local k = keys[ki]
-    local order = {}
-    for _, id in ipairs(k.order) do
-      if k.subs[id] then order[#order + 1] = id end
-    end
-    store(KEYS[ki], k.subs, order, now)
-  end
-  return gone
+  for ki in pairs(touched) do writeBack(ki, now) end
+  return done
 end
 
 return redis.error_reply('ERR unknown freqcap op ' .. tostring(op))

@@ -1,0 +1,299 @@
+// Command redisbench measures the Redis store against the seed-002 design
+// (one ZSET per rule, four EVALSHA in sequence), side by side in one run:
+// decisions per second on one Redis core, Redis CPU per decision and Redis
+// memory per recipient.
+//
+// The data set: N recipients with 20 sends each spread over 24 h and 5
+// content hashes each, decided in time order with the seed config (4 rules)
+// by 32 concurrent callers. Each design gets a fresh redis-server pinned to
+// core 0 (taskset); run this program on the other core:
+//
+//	go build -o /tmp/redisbench ./examples/redisbench
+//	taskset -c 1 /tmp/redisbench -recipients 200000 -runs 3
+//
+// Redis CPU per decision is the used_cpu_user+used_cpu_sys delta over the
+// load divided by the decisions; memory per recipient is the used_memory
+// delta divided by the recipients.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"math/rand"
+	"net"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
+
+func main() {
+	recipients := flag.Int("recipients", 200_000, "recipients in the data set")
+	sends := flag.Int("sends", 20, "sends per recipient, spread over 24 h")
+	callers := flag.Int("callers", 32, "concurrent callers")
+	runs := flag.Int("runs", 3, "runs of each design, alternated; medians are reported")
+	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap, freqcap-unbatched")
+	core := flag.String("redis-core", "0", "CPU list to pin redis-server to (taskset -c); empty: no pinning")
+	flag.Parse()
+
+	data := makeData(*recipients, *sends, 5)
+	log.Printf("data set: %d recipients × %d sends over 24 h, 5 contents each: %d decisions", *recipients, *sends, len(data))
+	results := map[string][]result{}
+	names := strings.Split(*designs, ",")
+	for run := 0; run < *runs; run++ {
+		for _, name := range names {
+			r, err := measure(name, data, *recipients, *callers, *core)
+			if err != nil {
+				log.Fatalf("%s: %v", name, err)
+			}
+			log.Printf("run %d %-18s %9.0f decisions/s  %6.1f µs Redis CPU/decision  %5.0f bytes/recipient  (%d admitted)",
+				run+1, name, r.rate, r.cpuMicros, r.bytesPerRecipient, r.admitted)
+			results[name] = append(results[name], r)
+		}
+	}
+	fmt.Printf("\n| design | decisions/s per Redis core | Redis CPU µs per decision | Redis bytes per recipient |\n|---|---|---|---|\n")
+	for _, name := range names {
+		m := medians(results[name])
+		fmt.Printf("| %s | %.0f | %.1f | %.0f |\n", name, m.rate, m.cpuMicros, m.bytesPerRecipient)
+	}
+	if len(names) > 1 {
+		a, b := medians(results[names[0]]), medians(results[names[len(names)-1]])
+		fmt.Printf("\n%s / %s: %.2f× decisions/s, %.2f× less Redis CPU per decision, %.2f× less memory\n",
+			names[len(names)-1], names[0], b.rate/a.rate, a.cpuMicros/b.cpuMicros, a.bytesPerRecipient/b.bytesPerRecipient)
+	}
+}
+
+// send is one message of the data set, at ms since the start of the day.
+type send struct {
+	recipient int32
+	content   int8
+	at        int32
+}
+
+func makeData(recipients, sends, contents int) []send {
+	rng := rand.New(rand.NewSource(1))
+	out := make([]send, 0, recipients*sends)
+	for r := 0; r < recipients; r++ {
+		for i := 0; i < sends; i++ {
+			out = append(out, send{recipient: int32(r), content: int8(rng.Intn(contents)), at: int32(rng.Intn(86_400_000))})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].at < out[j].at })
+	return out
+}
+
+type result struct {
+	rate, cpuMicros, bytesPerRecipient float64
+	admitted                           int64
+}
+
+func medians(rs []result) result {
+	med := func(f func(result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		sort.Float64s(v)
+		return v[len(v)/2]
+	}
+	return result{
+		rate:              med(func(r result) float64 { return r.rate }),
+		cpuMicros:         med(func(r result) float64 { return r.cpuMicros }),
+		bytesPerRecipient: med(func(r result) float64 { return r.bytesPerRecipient }),
+	}
+}
+
+// decider is one design: decide one send at a simulated time.
+type decider func(ctx context.Context, s send, now time.Time) (bool, error)
+
+func measure(design string, data []send, recipients, callers int, core string) (result, error) {
+	srv, err := startRedis(core)
+	if err != nil {
+		return result{}, err
+	}
+	defer srv.stop()
+	client := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: callers + 8, ContextTimeoutEnabled: true})
+	defer client.Close()
+	ctx := context.Background()
+	decide, closer, err := newDecider(design, client)
+	if err != nil {
+		return result{}, err
+	}
+	defer closer()
+	// Warm the script cache, then read the baseline.
+	if _, err := decide(ctx, send{recipient: -1}, time.Unix(1_700_000_000, 0)); err != nil {
+		return result{}, err
+	}
+	client.Del(ctx, "freqcap:recipient{u-1}")
+	mem0, cpu0, err := stats(ctx, client)
+	if err != nil {
+		return result{}, err
+	}
+	day := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var next, admitted atomic.Int64
+	var firstErr atomic.Value
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := 0; c < callers; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(data)) {
+					return
+				}
+				s := data[i]
+				// Whole seconds of simulated time, so concurrent
+				// decisions share a clock reading as they do on TIME.
+				now := day.Add(time.Duration(s.at) * time.Millisecond).Truncate(time.Second)
+				ok, err := decide(ctx, s, now)
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				if ok {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err, _ := firstErr.Load().(error); err != nil {
+		return result{}, err
+	}
+	mem1, cpu1, err := stats(ctx, client)
+	if err != nil {
+		return result{}, err
+	}
+	n := float64(len(data))
+	return result{
+		rate:              n / elapsed.Seconds(),
+		cpuMicros:         (cpu1 - cpu0) * 1e6 / n,
+		bytesPerRecipient: float64(mem1-mem0) / float64(recipients),
+		admitted:          admitted.Load(),
+	}, nil
+}
+
+func seedRules() []*limiter.Rule {
+	return []*limiter.Rule{
+		{Name: "recipient_minute", By: []string{"recipient"}, Limit: 15, Window: limiter.Window{Duration: time.Minute}},
+		{Name: "recipient_day", By: []string{"recipient"}, Limit: 50, Window: limiter.Window{Duration: 24 * time.Hour}},
+		{Name: "same_content_59s", By: []string{"recipient", "content"}, Limit: 2, Window: limiter.Window{Duration: 59 * time.Second}},
+		{Name: "same_content_59m", By: []string{"recipient", "content"}, Limit: 5, Window: limiter.Window{Duration: 59 * time.Minute}},
+	}
+}
+
+// contentHash stands for the hash of a message text, as senders key
+// content caps by.
+func contentHash(c int8) string { return fmt.Sprintf("%016x", uint64(c+1)*0x9E3779B97F4A7C15) }
+
+func newDecider(design string, client *redis.Client) (decider, func(), error) {
+	switch design {
+	case "freqcap", "freqcap-unbatched":
+		opts := limiter.RedisOptions{Timeout: 10 * time.Second}
+		if design == "freqcap-unbatched" {
+			opts.InFlight, opts.MaxBatch = 64, 1
+		}
+		store := limiter.NewRedis(client, opts)
+		rules := seedRules()
+		return func(ctx context.Context, s send, now time.Time) (bool, error) {
+			who, what := "u"+strconv.Itoa(int(s.recipient)), contentHash(s.content)
+			req := &limiter.Request{Now: now, Checks: []limiter.Check{
+				{Rule: rules[0], Values: []string{who}, Cost: 1},
+				{Rule: rules[1], Values: []string{who}, Cost: 1},
+				{Rule: rules[2], Values: []string{who, what}, Cost: 1},
+				{Rule: rules[3], Values: []string{who, what}, Cost: 1},
+			}}
+			d, err := store.Decide(ctx, req)
+			if err != nil {
+				return false, err
+			}
+			return d.Allowed, nil
+		}, func() { store.Close() }, nil
+	case "zset4", "zset4-pipelined":
+		return zsetDecider(client, design == "zset4-pipelined"), func() {}, nil
+	}
+	return nil, nil, fmt.Errorf("unknown design %q", design)
+}
+
+type redisServer struct {
+	addr string
+	cmd  *exec.Cmd
+	dir  string
+}
+
+func startRedis(core string) (*redisServer, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	dir, err := os.MkdirTemp("", "redisbench")
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir}
+	var cmd *exec.Cmd
+	if core != "" {
+		cmd = exec.Command("taskset", append([]string{"-c", core, "redis-server"}, args...)...)
+	} else {
+		cmd = exec.Command("redis-server", args...)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &redisServer{addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, dir: dir}
+	c := redis.NewClient(&redis.Options{Addr: s.addr})
+	defer c.Close()
+	for i := 0; i < 100; i++ {
+		if c.Ping(context.Background()).Err() == nil {
+			return s, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.stop()
+	return nil, fmt.Errorf("redis-server did not start on %s", s.addr)
+}
+
+func (s *redisServer) stop() {
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	os.RemoveAll(s.dir)
+}
+
+// stats reads used_memory (bytes) and the server's CPU seconds.
+func stats(ctx context.Context, c *redis.Client) (int64, float64, error) {
+	info, err := c.Info(ctx, "memory", "cpu").Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	var mem int64
+	var cpu float64
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "used_memory":
+			mem, _ = strconv.ParseInt(v, 10, 64)
+		case "used_cpu_user", "used_cpu_sys":
+			f, _ := strconv.ParseFloat(v, 64)
+			cpu += f
+		}
+	}
+	return mem, cpu, nil
+}
