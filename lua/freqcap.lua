@@ -167,17 +167,17 @@ local function loadKey(ki, now)
   return k
 end
 
--- decode reads a sub-log's body into ascending arrays, dropping what is at
--- or before now-retention. s.clean is how many of the oldest entries still
--- have their bytes in the blob unchanged (see encode).
+-- decode reads a sub-log's body into arrays, newest first, dropping what
+-- is at or before now-retention. Old entries from s.rawOld on keep their
+-- bytes in the blob unchanged, so encode copies them instead of writing
+-- them anew (off2 and off3 are where old entries 2 and 3 start); s.added
+-- counts the entries prepended since.
+local FULL = math.huge
 local function decode(k, s, now)
   if s.ts then return s end
-  local ts, cs, off, tombs = {}, {}, {}, {}
-  s.ts, s.cs, s.off, s.tombs = ts, cs, off, tombs
-  if not s.b0 then
-    s.clean, s.tailEnd = 0, 0
-    return s
-  end
+  local ts, cs, tombs = {}, {}, {}
+  s.ts, s.cs, s.tombs, s.added, s.rawOld, s.kept = ts, cs, tombs, 0, 2, 0
+  if not s.b0 then return s end
   local b = bytes(k.blob, s.b0, s.b1)
   local cut = now - s.ret
   local count, i = getvar(b, 1)
@@ -190,9 +190,7 @@ local function decode(k, s, now)
       if x > cut then tombs[#tombs + 1] = x end
     end
   end
-  -- newest first into d*, then reversed
-  local dt, dc, doff, n = {}, {}, {}, 0
-  local t, w = 0, s.weighted
+  local t, w, n = 0, s.weighted, 0
   local tail = i
   for j = 1, count do
     local start = i
@@ -205,15 +203,11 @@ local function decode(k, s, now)
     if j == 1 then t = v else t = t - v end
     if t <= cut then break end
     n = n + 1
-    dt[n], dc[n], doff[n] = t, c, start
+    ts[n], cs[n] = t, c
+    if j == 2 then s.off2 = start elseif j == 3 then s.off3 = start end
     tail = i
   end
-  for j = 1, n do
-    ts[j], cs[j], off[j] = dt[n - j + 1], dc[n - j + 1], doff[n - j + 1]
-  end
-  s.clean = n - 1
-  if s.clean < 0 then s.clean = 0 end
-  s.tailEnd = tail -- body offset after the last kept entry
+  s.kept, s.tailEnd = n, tail
   return s
 end
 
@@ -229,45 +223,49 @@ end
 
 local EMPTY = {ts = {}, cs = {}}
 
--- encode returns a decoded sub-log's bytes: the newest entries written
--- anew, the clean oldest ones copied from the blob as they were.
+-- encode returns a decoded sub-log's bytes: the new and changed newest
+-- entries written anew, the unchanged older ones copied from the blob.
 local function encode(k, s)
   local ts, cs = s.ts, s.cs
   local n = #ts
-  local buf, m = {}, 0
-  m = putvar(buf, m, n)
-  local tombs = s.tombs
-  if #tombs > 0 then
-    m = putvar(buf, m, #tombs)
-    for i = 1, #tombs do m = putvar(buf, m, tombs[i]) end
-  end
-  local w = s.weighted
-  local clean = s.clean
-  for j = n, clean + 1, -1 do
-    local v = ts[j]
-    if j < n then v = ts[j + 1] - ts[j] end
-    if w then
-      if cs[j] == 1 then
-        m = putvar(buf, m, v * 2)
-      else
-        m = putvar(buf, m, v * 2 + 1)
-        m = putvar(buf, m, cs[j])
-      end
-    else
-      m = putvar(buf, m, v)
+  local raw, fresh = '', n
+  if s.rawOld <= s.kept then
+    local from = s.rawOld == 2 and s.off2 or s.rawOld == 3 and s.off3
+    if from then
+      raw = sub(k.blob, s.b0 + from - 1, s.b0 + s.tailEnd - 2)
+      fresh = s.added + s.rawOld - 1
     end
   end
-  local body = tostr(buf, m)
-  if clean > 0 then
-    body = body .. sub(k.blob, s.b0 + s.off[clean] - 1, s.b0 + s.tailEnd - 2)
+  local body, m = {}, 0
+  m = putvar(body, m, n)
+  local tombs = s.tombs
+  if #tombs > 0 then
+    m = putvar(body, m, #tombs)
+    for i = 1, #tombs do m = putvar(body, m, tombs[i]) end
+  end
+  local w = s.weighted
+  for i = 1, fresh do
+    local v = ts[i]
+    if i > 1 then v = ts[i - 1] - v end
+    if w then
+      if cs[i] == 1 then
+        m = putvar(body, m, v * 2)
+      else
+        m = putvar(body, m, v * 2 + 1)
+        m = putvar(body, m, cs[i])
+      end
+    else
+      m = putvar(body, m, v)
+    end
   end
   local hb, h = {}, 0
   h = putvar(hb, h, #s.id)
-  local head1 = tostr(hb, h)
+  local head = tostr(hb, h)
   hb, h = {}, 0
   h = putvar(hb, h, (s.ret / 1000) * 4 + (w and 2 or 0) + (#tombs > 0 and 1 or 0))
-  h = putvar(hb, h, #body)
-  return head1 .. s.id .. tostr(hb, h) .. body
+  h = putvar(hb, h, m + #raw)
+  for i = 1, m do hb[h + i] = body[i] end
+  return head .. s.id .. tostr(hb, h + m) .. raw
 end
 
 local function writeBack(ki, now)
@@ -277,10 +275,9 @@ local function writeBack(ki, now)
     local s = k.subs[id]
     if s then
       if s.ts then
-        local n = #s.ts
-        if n > 0 then
+        if #s.ts > 0 then
           parts[#parts + 1] = encode(k, s)
-          local last = s.ts[n]
+          local last = s.ts[1]
           for _, x in ipairs(s.tombs) do
             if x > last then last = x end
           end
@@ -301,19 +298,20 @@ local function writeBack(ki, now)
   end
 end
 
--- setCost marks a sub-log weighted when it gets a cost other than 1: every
--- entry must then be written anew with its flag.
+-- noteCost marks a sub-log weighted when it gets a cost other than 1:
+-- every entry must then be written anew with its flag.
 local function noteCost(s, c)
   if c ~= 1 and not s.weighted then
     s.weighted = true
-    s.clean = 0
+    s.rawOld = FULL
   end
 end
 
 -- evaluate answers one rule before anything is recorded:
--- used, reset, retry, admits.
+-- used, reset, retry, admits. Entries are newest first.
 local function evaluate(s, limit, window, bounds, cost, now)
   local ts, cs = s.ts, s.cs
+  local n = #ts
   local used = 0
   if window == 0 then
     local start, stop
@@ -326,29 +324,29 @@ local function evaluate(s, limit, window, bounds, cost, now)
     if not start then
       return nil, 'CLOCKSKEW now ' .. now .. ' is outside the calendar periods sent'
     end
-    local i = #ts
-    while i >= 1 and ts[i] >= start do
+    local i = 1
+    while i <= n and ts[i] >= start do
       used = used + cs[i]
-      i = i - 1
+      i = i + 1
     end
     if used + cost <= limit then return used, stop - now, 0, 1 end
     return used, stop - now, stop - now, 0
   end
   local cut = now - window
-  local first = #ts + 1
-  local i = #ts
-  while i >= 1 and ts[i] > cut do
+  local last = 0
+  local i = 1
+  while i <= n and ts[i] > cut do
     used = used + cs[i]
-    first = i
-    i = i - 1
+    last = i
+    i = i + 1
   end
   local reset = 0
-  if used > 0 then reset = ts[first] + window - now end
+  if used > 0 then reset = ts[last] + window - now end
   if used + cost <= limit then return used, reset, 0, 1 end
   local retry = window
   if cost <= limit then
     local need = used + cost - limit
-    for j = first, #ts do
+    for j = last, 1, -1 do
       need = need - cs[j]
       if need <= 0 then
         retry = ts[j] + window - now
@@ -364,29 +362,32 @@ end
 -- every admission has a time of its own.
 local function record(s, now, cost, grain)
   local ts, cs = s.ts, s.cs
-  local n = #ts
   local t = now
-  if n > 0 and ts[n] >= t then t = ts[n] + 1 end
-  if grain > 0 and n > 0 and floor(ts[n] / grain) == floor(t / grain) then
-    ts[n] = t
-    cs[n] = cs[n] + cost
-    noteCost(s, cs[n])
-    if s.clean > n - 2 then s.clean = math.max(n - 2, 0) end
+  if ts[1] and ts[1] >= t then t = ts[1] + 1 end
+  if grain > 0 and ts[1] and floor(ts[1] / grain) == floor(t / grain) then
+    ts[1] = t
+    cs[1] = cs[1] + cost
+    noteCost(s, cs[1])
+    -- The gap from old entry 2 changes when ts[1] is old entry 1.
+    if s.added == 0 and s.rawOld < 3 then s.rawOld = 3 end
     return t
   end
-  ts[n + 1] = t
-  cs[n + 1] = cost
+  table.insert(ts, 1, t)
+  table.insert(cs, 1, cost)
+  s.added = s.added + 1
   noteCost(s, cost)
-  if s.clean > n - 1 then s.clean = math.max(n - 1, 0) end
   return t
 end
 
 local function oldestIn(s, window, now)
-  local cut = now - window
-  for _, t in ipairs(s.ts) do
-    if t > cut then return t + window - now end
+  local ts, cut = s.ts, now - window
+  local last = 0
+  for i = 1, #ts do
+    if ts[i] <= cut then break end
+    last = i
   end
-  return 0
+  if last == 0 then return 0 end
+  return ts[last] + window - now
 end
 
 local function refund(s, t, cost, grain)
@@ -396,7 +397,7 @@ local function refund(s, t, cost, grain)
       if ts[i] == t and cs[i] == cost then
         table.remove(ts, i)
         table.remove(cs, i)
-        s.clean = 0
+        s.rawOld = FULL
         return 1
       end
     end
@@ -414,7 +415,7 @@ local function refund(s, t, cost, grain)
         cs[i] = cs[i] - cost
       end
       s.tombs[#s.tombs + 1] = t
-      s.clean = 0
+      s.rawOld = FULL
       return 1
     end
   end
@@ -467,7 +468,9 @@ if op == 'd' or op == 'p' then
       local s = subFor(k, id, false)
       if s then decode(k, s, now) else s = EMPTY end
       secs[si] = {ki = ki, id = id, spec = spec, cost = cost}
-      for _, rule in ipairs(spec.rules) do
+      local rules = spec.rules
+      for r = 1, #rules do
+        local rule = rules[r]
         local used, reset, retry, ok = evaluate(s, rule.limit, rule.window, rule.bounds, cost, now)
         if not used then return redis.error_reply(reset) end
         if ok == 0 then admitted = false end
@@ -484,9 +487,10 @@ if op == 'd' or op == 'p' then
         local s = decode(k, subFor(k, sec.id, true), now)
         s.ret = sec.spec.ret
         if sec.cost > 0 then t = record(s, now, sec.cost, sec.spec.grain) end
-        for _, rule in ipairs(sec.spec.rules) do
+        local rules = sec.spec.rules
+        for r = 1, #rules do
           reply[at + 1] = reply[at + 1] + sec.cost
-          if rule.window > 0 then reply[at + 2] = oldestIn(s, rule.window, now) end
+          if rules[r].window > 0 then reply[at + 2] = oldestIn(s, rules[r].window, now) end
           at = at + 4
         end
         if not touched[sec.ki] then

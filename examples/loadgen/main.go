@@ -1,0 +1,288 @@
+// Command loadgen measures what frequency_cap costs through a real Caddy:
+// it starts a Caddy binary with (A) reverse_proxy only and (B) the same
+// with frequency_cap and the seed config, alternating A B A B, and sends
+// JSON push bodies for 100k recipients at each.
+//
+// For each store (memory, redis) and run it measures the maximum throughput
+// (closed loop, -concurrency connections, -duration), then the latency at
+// half of A's maximum (open loop, a fixed rate), and reports medians, the
+// throughput ratio B/A and the p99 latency B adds.
+//
+//	go build -o /tmp/freqcap-caddy ./cmd/caddy
+//	go run ./examples/loadgen -caddy /tmp/freqcap-caddy -runs 3
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math/rand"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+func main() {
+	caddyBin := flag.String("caddy", "", "Caddy binary built with this module (go build -o /tmp/freqcap-caddy ./cmd/caddy)")
+	stores := flag.String("stores", "memory,redis", "stores to measure B with: memory, redis")
+	runs := flag.Int("runs", 3, "A/B pairs per store; medians are reported")
+	duration := flag.Duration("duration", 8*time.Second, "length of each measurement")
+	concurrency := flag.Int("concurrency", 64, "connections for the maximum-throughput phase")
+	recipients := flag.Int("recipients", 100_000, "distinct recipients in the bodies")
+	flag.Parse()
+	if *caddyBin == "" {
+		log.Fatal("-caddy is required: go build -o /tmp/freqcap-caddy ./cmd/caddy")
+	}
+	bodies := makeBodies(*recipients)
+	fmt.Printf("| store | A: reverse_proxy req/s | B: + frequency_cap req/s | ratio B/A | p99 A at half load | p99 B at half load | added p99 |\n|---|---|---|---|---|---|---|\n")
+	for _, store := range strings.Split(*stores, ",") {
+		var redisAddr string
+		if store == "redis" {
+			srv, err := startRedis()
+			if err != nil {
+				log.Fatal(err)
+			}
+			defer srv.Process.Kill()
+			redisAddr = srv.addr
+		}
+		var ra, rb, pa, pb []float64
+		for run := 0; run < *runs; run++ {
+			for _, capped := range []bool{false, true} {
+				max, p99, err := measure(*caddyBin, capped, store, redisAddr, bodies, *concurrency, *duration)
+				if err != nil {
+					log.Fatal(err)
+				}
+				name := "A"
+				if capped {
+					name = "B"
+					rb, pb = append(rb, max), append(pb, p99)
+				} else {
+					ra, pa = append(ra, max), append(pa, p99)
+				}
+				log.Printf("%s run %d %s: %.0f req/s max, p99 %.2f ms at half load", store, run+1, name, max, p99)
+			}
+		}
+		fmt.Printf("| %s | %.0f | %.0f | %.3f | %.2f ms | %.2f ms | %.2f ms |\n",
+			store, median(ra), median(rb), median(rb)/median(ra), median(pa), median(pb), median(pb)-median(pa))
+	}
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// makeBodies builds push bodies: 100k recipients, five contents each.
+func makeBodies(recipients int) [][]byte {
+	rng := rand.New(rand.NewSource(1))
+	out := make([][]byte, 1<<16)
+	for i := range out {
+		r := rng.Intn(recipients)
+		out[i] = fmt.Appendf(nil, `{"to":"user-%d","content":"content-%d-%d","title":"Your order has shipped","amount":1}`, r, r%97, rng.Intn(5))
+	}
+	return out
+}
+
+const upstreamSite = `
+:%d {
+	respond "{\"status\":\"queued\"}" 200
+}
+`
+
+func config(capped bool, store, redisAddr string, port, upstream int) string {
+	var b strings.Builder
+	b.WriteString("{\n\tadmin off\n\tdefault_bind 127.0.0.1\n\tauto_https off\n}\n")
+	fmt.Fprintf(&b, ":%d {\n", port)
+	if capped {
+		b.WriteString("\tfrequency_cap /v1/send* {\n\t\tname push\n")
+		if store == "redis" {
+			fmt.Fprintf(&b, "\t\tredis redis://%s/0\n", redisAddr)
+		}
+		b.WriteString(`		dimension recipient {json.to}
+		dimension content {json.content}
+		rule recipient_minute {
+			by recipient
+			limit 15
+			window 1m
+		}
+		rule recipient_day {
+			by recipient
+			limit 50
+			window 24h
+		}
+		rule same_content_59s {
+			by recipient content
+			limit 2
+			window 59s
+		}
+		rule same_content_59m {
+			by recipient content
+			limit 5
+			window 59m
+		}
+	}
+`)
+	}
+	fmt.Fprintf(&b, "\treverse_proxy 127.0.0.1:%d\n}\n", upstream)
+	fmt.Fprintf(&b, upstreamSite, upstream)
+	return b.String()
+}
+
+// measure starts Caddy with config A or B and returns its maximum
+// throughput and its p99 latency (ms) at half of that throughput.
+func measure(bin string, capped bool, store, redisAddr string, bodies [][]byte, conc int, d time.Duration) (float64, float64, error) {
+	port, upstream := freePort(), freePort()
+	dir, err := os.MkdirTemp("", "loadgen")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(file, []byte(config(capped, store, redisAddr, port, upstream)), 0o644); err != nil {
+		return 0, 0, err
+	}
+	cmd := exec.Command(bin, "run", "--config", file, "--adapter", "caddyfile")
+	logf, _ := os.Create(filepath.Join(dir, "caddy.log"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return 0, 0, err
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	url := fmt.Sprintf("http://127.0.0.1:%d/v1/send", port)
+	if err := waitUp(url); err != nil {
+		out, _ := os.ReadFile(filepath.Join(dir, "caddy.log"))
+		return 0, 0, fmt.Errorf("%v\n%s", err, out)
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc * 2, MaxConnsPerHost: conc * 2}}
+	// Warm up connections and code paths.
+	load(client, url, bodies, conc, time.Second, 0)
+	max, _, errs := load(client, url, bodies, conc, d, 0)
+	if errs > 0 {
+		return 0, 0, fmt.Errorf("%d requests failed at full load", errs)
+	}
+	_, p99, errs := load(client, url, bodies, conc, d, max/2)
+	if errs > 0 {
+		return 0, 0, fmt.Errorf("%d requests failed at half load", errs)
+	}
+	return max, p99, nil
+}
+
+// load sends for d: closed loop with conc workers when rate is 0, else
+// open loop at rate requests a second. It returns the throughput, the p99
+// latency in ms and the number of transport errors.
+func load(client *http.Client, url string, bodies [][]byte, conc int, d time.Duration, rate float64) (float64, float64, int) {
+	var next atomic.Int64
+	var errs atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	deadline := time.Now().Add(d)
+	one := func() {
+		i := next.Add(1)
+		body := bodies[int(i)&(len(bodies)-1)]
+		start := time.Now()
+		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			errs.Add(1)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		el := time.Since(start)
+		mu.Lock()
+		lat = append(lat, el)
+		mu.Unlock()
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	if rate == 0 {
+		for w := 0; w < conc; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					one()
+				}
+			}()
+		}
+	} else {
+		interval := time.Duration(float64(time.Second) / rate)
+		for t := time.Now(); t.Before(deadline); t = t.Add(interval) {
+			time.Sleep(time.Until(t))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				one()
+			}()
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	var p99 float64
+	if len(lat) > 0 {
+		p99 = float64(lat[len(lat)*99/100]) / float64(time.Millisecond)
+	}
+	return float64(len(lat)) / elapsed.Seconds(), p99, int(errs.Load())
+}
+
+func waitUp(url string) error {
+	for i := 0; i < 200; i++ {
+		resp, err := http.Post(url, "application/json", strings.NewReader(`{"to":"warmup","content":"x"}`))
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("caddy did not come up at %s", url)
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type redisProc struct {
+	*exec.Cmd
+	addr string
+}
+
+func startRedis() (*redisProc, error) {
+	port := freePort()
+	dir, err := os.MkdirTemp("", "loadgen-redis")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return &redisProc{cmd, addr}, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	return nil, fmt.Errorf("redis-server did not start on %s", addr)
+}
