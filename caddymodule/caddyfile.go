@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
@@ -85,7 +86,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		var err error
 		switch sub {
 		case "name":
-			h.Name, err = oneArg(d)
+			if h.Name, err = oneArg(d); err == nil && !limiter.ValidDimensionName(h.Name) {
+				err = d.Errf("name %q: a letter or '_', then letters, digits, '_', '.', '-'", h.Name)
+			}
 		case "redis":
 			err = h.unmarshalRedis(d)
 		case "key_prefix":
@@ -201,6 +204,11 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 	}
 	if rc.URL == "" && len(rc.Addresses) == 0 {
 		return d.Err("redis needs a URL or an address")
+	}
+	if rc.URL != "" && !isPlaceholder(rc.URL) {
+		if _, err := redis.ParseURL(rc.URL); err != nil {
+			return d.Errf("redis url %q: %v", rc.URL, err)
+		}
 	}
 	if rc.URL != "" && (len(rc.Addresses) > 0 || rc.Cluster || rc.SentinelMaster != "") {
 		return d.Err("redis url cannot be combined with address, cluster or sentinel_master")

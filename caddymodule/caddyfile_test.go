@@ -1,0 +1,251 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
+
+// TestUnmarshalCaddyfile proves that every subdirective lands in its JSON
+// field, with nothing set that the Caddyfile did not say.
+func TestUnmarshalCaddyfile(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		input string
+		want  *Handler
+	}{
+		{
+			name: "seed config",
+			input: `frequency_cap {
+				dimension recipient {json.to}
+				dimension content   {json.content}
+				rule recipient_minute {
+					by     recipient
+					limit  15
+					window 1m
+				}
+				rule same_content_59s {
+					by     recipient content
+					limit  2
+					window 59s
+				}
+			}`,
+			want: &Handler{
+				Dimensions: map[string]string{"recipient": "{json.to}", "content": "{json.content}"},
+				Rules: []RuleConfig{
+					{Name: "recipient_minute", By: []string{"recipient"}, Limit: 15, Window: caddy.Duration(time.Minute)},
+					{Name: "same_content_59s", By: []string{"recipient", "content"}, Limit: 2, Window: caddy.Duration(59 * time.Second)},
+				},
+			},
+		},
+		{
+			name: "every setting",
+			input: `frequency_cap {
+				name       push
+				redis      redis://127.0.0.1:6379/0 {
+					timeout   50ms
+					pool_size 32
+				}
+				key_prefix fc:
+				on_error   deny
+				on_missing skip
+				refund_on  5xx 429
+				dry_run
+				max_body   64KiB
+				status_code 503
+				log_values
+				dimension recipient {json.message.to.0}
+				dimension channel   {http.request.header.X-Channel}
+				dimension tz        {form.tz}
+				rule channel_day {
+					by       recipient channel
+					limit    5
+					calendar day {json.tz} Asia/Shanghai
+				}
+				rule coins_month {
+					by       recipient
+					limit    1000
+					cost     {json.amount}
+					calendar month
+				}
+				rule week_three {
+					by       recipient
+					limit    7
+					cost     3
+					calendar week Europe/Berlin
+				}
+			}`,
+			want: &Handler{
+				Name:       "push",
+				Redis:      &RedisConfig{RedisConfig: limiter.RedisConfig{URL: "redis://127.0.0.1:6379/0", PoolSize: 32}, Timeout: caddy.Duration(50 * time.Millisecond)},
+				KeyPrefix:  "fc:",
+				OnError:    "deny",
+				OnMissing:  "skip",
+				RefundOn:   []string{"5xx", "429"},
+				DryRun:     true,
+				MaxBody:    64 << 10,
+				StatusCode: 503,
+				LogValues:  true,
+				Dimensions: map[string]string{"recipient": "{json.message.to.0}", "channel": "{http.request.header.X-Channel}", "tz": "{form.tz}"},
+				Rules: []RuleConfig{
+					{Name: "channel_day", By: []string{"recipient", "channel"}, Limit: 5, Calendar: "day", Zone: "{json.tz}", FallbackZone: "Asia/Shanghai"},
+					{Name: "coins_month", By: []string{"recipient"}, Limit: 1000, Cost: "{json.amount}", Calendar: "month"},
+					{Name: "week_three", By: []string{"recipient"}, Limit: 7, Cost: "3", Calendar: "week", Zone: "Europe/Berlin"},
+				},
+			},
+		},
+		{
+			name: "redis block",
+			input: `frequency_cap {
+				redis {
+					address         10.0.0.1:7000 10.0.0.2:7000
+					cluster
+					username        gw
+					password        {env.REDIS_PASSWORD}
+					tls
+					tls_ca          /etc/ca.pem
+					tls_server_name redis.internal
+					dial_timeout    1s
+				}
+				dimension r {json.to}
+				rule later_dimension {
+					by     r late
+					limit  1
+					window 1h
+				}
+				dimension late {json.late}
+			}`,
+			want: &Handler{
+				Redis: &RedisConfig{
+					RedisConfig: limiter.RedisConfig{
+						Addresses: []string{"10.0.0.1:7000", "10.0.0.2:7000"}, Cluster: true, Username: "gw",
+						Password: "{env.REDIS_PASSWORD}", TLS: true, TLSCA: "/etc/ca.pem", TLSServerName: "redis.internal",
+					},
+					DialTimeout: caddy.Duration(time.Second),
+				},
+				Dimensions: map[string]string{"r": "{json.to}", "late": "{json.late}"},
+				Rules:      []RuleConfig{{Name: "later_dimension", By: []string{"r", "late"}, Limit: 1, Window: caddy.Duration(time.Hour)}},
+			},
+		},
+		{
+			name: "sentinel",
+			input: `frequency_cap {
+				redis {
+					address         10.0.0.1:26379
+					sentinel_master mymaster
+					db              2
+				}
+				dimension r {json.to}
+				rule daily {
+					by       r
+					limit    50
+					window   1d
+				}
+			}`,
+			want: &Handler{
+				Redis:      &RedisConfig{RedisConfig: limiter.RedisConfig{Addresses: []string{"10.0.0.1:26379"}, SentinelMaster: "mymaster", DB: 2}},
+				Dimensions: map[string]string{"r": "{json.to}"},
+				Rules:      []RuleConfig{{Name: "daily", By: []string{"r"}, Limit: 50, Window: caddy.Duration(24 * time.Hour)}},
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got Handler
+			if err := got.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input)); err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			g, _ := json.Marshal(&got)
+			w, _ := json.Marshal(tc.want)
+			if string(g) != string(w) {
+				t.Errorf("got  %s\nwant %s", g, w)
+			}
+		})
+	}
+}
+
+// TestUnmarshalCaddyfileErrors proves that every configuration mistake is
+// refused at load time with a message that names its line.
+func TestUnmarshalCaddyfileErrors(t *testing.T) {
+	// valid is the tail of a valid block, appended where a case needs one.
+	const valid = `
+	dimension r {json.to}
+	rule ok {
+		by     r
+		limit  1
+		window 1m
+	}`
+	for _, tc := range []struct {
+		name  string
+		input string
+		want  string // substring of the error
+		line  int
+	}{
+		{"unknown subdirective", "frequency_cap {\n\tfrobnicate yes\n}", `unrecognized subdirective "frobnicate"`, 2},
+		{"argument on the directive", "frequency_cap extra {\n}", "wrong argument count", 1},
+		{"no rules", "frequency_cap {\n\tdimension r {json.to}\n}", "at least one rule", 3},
+		{"name twice", "frequency_cap {\n\tname a\n\tname b" + valid + "\n}", "name already specified", 3},
+		{"bad name", "frequency_cap {\n\tname \"my caps\"" + valid + "\n}", `name "my caps"`, 2},
+		{"bad redis url", "frequency_cap {\n\tredis http://x:1" + valid + "\n}", `redis url "http://x:1"`, 2},
+		{"name without value", "frequency_cap {\n\tname" + valid + "\n}", "wrong argument count", 2},
+		{"bad on_error", "frequency_cap {\n\ton_error maybe" + valid + "\n}", "on_error must be allow or deny", 2},
+		{"bad on_missing", "frequency_cap {\n\ton_missing ignore" + valid + "\n}", "on_missing must be reject or skip", 2},
+		{"bad refund_on", "frequency_cap {\n\trefund_on 5xx 6xx" + valid + "\n}", `refund_on "6xx"`, 2},
+		{"refund_on without value", "frequency_cap {\n\trefund_on" + valid + "\n}", "wrong argument count", 2},
+		{"bad max_body", "frequency_cap {\n\tmax_body lots" + valid + "\n}", `max_body "lots"`, 2},
+		{"bad status_code", "frequency_cap {\n\tstatus_code 200" + valid + "\n}", `status_code "200"`, 2},
+		{"dry_run with argument", "frequency_cap {\n\tdry_run yes" + valid + "\n}", "wrong argument count", 2},
+		{"unknown redis subdirective", "frequency_cap {\n\tredis {\n\t\tnodes a:1\n\t}" + valid + "\n}", `unrecognized redis subdirective "nodes"`, 3},
+		{"redis without address", "frequency_cap {\n\tredis {\n\t\ttls\n\t}" + valid + "\n}", "redis needs a URL or an address", 4},
+		{"redis address without port", "frequency_cap {\n\tredis {\n\t\taddress redis\n\t}" + valid + "\n}", `redis address "redis" has no port`, 3},
+		{"redis bad timeout", "frequency_cap {\n\tredis redis://x:1 {\n\t\ttimeout soon\n\t}" + valid + "\n}", `redis timeout "soon"`, 3},
+		{"redis bad db", "frequency_cap {\n\tredis {\n\t\taddress a:1\n\t\tdb one\n\t}" + valid + "\n}", `redis db "one"`, 4},
+		{"redis url and cluster", "frequency_cap {\n\tredis redis://x:1 {\n\t\tcluster\n\t}" + valid + "\n}", "url cannot be combined", 4},
+		{"dimension without expression", "frequency_cap {\n\tdimension r" + valid + "\n}", "wrong argument count", 2},
+		{"bad dimension name", "frequency_cap {\n\tdimension 9lives {json.to}" + valid + "\n}", `dimension "9lives": invalid name`, 2},
+		{"duplicate dimension", "frequency_cap {" + valid + "\n\tdimension r {json.other}\n}", "dimension r already declared", 8},
+		{"duplicate rule", "frequency_cap {" + valid + "\n\trule ok {\n\t\tby r\n\t\tlimit 2\n\t\twindow 1h\n\t}\n}", "rule ok already defined", 8},
+		{"rule without name", "frequency_cap {\n\tdimension r {json.to}\n\trule {\n\t}\n}", "wrong argument count", 3},
+		{"unknown rule subdirective", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tevery 1m\n\t}\n}", `unrecognized rule subdirective "every"`, 4},
+		{"unknown dimension", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r channel\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", `rule x: unknown dimension "channel"`, 4},
+		{"dimension listed twice", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r r\n\t}\n}", "rule x: dimension r listed twice", 4},
+		{"bad limit", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit many\n\t}\n}", `rule x: limit "many" is not a positive integer`, 5},
+		{"zero limit", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 0\n\t}\n}", `rule x: limit "0" is not a positive integer`, 5},
+		{"negative limit", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit -3\n\t}\n}", `rule x: limit "-3" is not a positive integer`, 5},
+		{"limit twice", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\tlimit 2\n\t}\n}", "rule x: limit already specified", 6},
+		{"bad duration", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 5 minutes\n\t}\n}", "wrong argument count", 6},
+		{"unparsable duration", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 5mins\n\t}\n}", `rule x: window "5mins" is not a duration`, 6},
+		{"window too short", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 10us\n\t}\n}", "shorter than 1ms", 6},
+		{"window too long", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 400d\n\t}\n}", "longer than", 6},
+		{"calendar and window", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t\tcalendar day\n\t}\n}", "rule x: window and calendar exclude each other", 7},
+		{"window and calendar", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\tcalendar day\n\t\twindow 1m\n\t}\n}", "rule x: window and calendar exclude each other", 7},
+		{"bad calendar unit", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\tcalendar year\n\t}\n}", `unknown calendar unit "year"`, 6},
+		{"unknown zone", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\tcalendar day Mars/Olympus\n\t}\n}", `rule x: unknown zone "Mars/Olympus"`, 6},
+		{"unknown fallback zone", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\tcalendar day {json.tz} Mars/Olympus\n\t}\n}", `rule x: fallback zone: unknown zone "Mars/Olympus"`, 6},
+		{"fallback without placeholder", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\tcalendar day UTC Asia/Tokyo\n\t}\n}", "a fallback zone needs a placeholder zone", 6},
+		{"bad cost", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t\tcost -2\n\t}\n}", `rule x: cost "-2"`, 7},
+		{"missing by", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", "rule x: needs by", 3},
+		{"missing limit", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\twindow 1m\n\t}\n}", "rule x: needs limit", 3},
+		{"missing window", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t}\n}", "rule x: needs window <duration> or calendar", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h Handler
+			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
+			if err == nil {
+				t.Fatalf("no error; want %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+			if line := ", at Testfile:" + strconv.Itoa(tc.line); !strings.HasSuffix(err.Error(), line) {
+				t.Errorf("error %q does not name line %d", err, tc.line)
+			}
+		})
+	}
+}
