@@ -106,6 +106,7 @@ func (c *RedisConfig) NewClient() (redis.UniversalClient, error) {
 		}
 		opt.ContextTimeoutEnabled = true
 		opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout = timeout, timeout, dial
+		opt.MaxRetries, opt.DialerRetries, opt.DialerRetryTimeout = failFast()
 		if c.PoolSize > 0 {
 			opt.PoolSize = c.PoolSize
 		}
@@ -135,6 +136,7 @@ func (c *RedisConfig) NewClient() (redis.UniversalClient, error) {
 		ContextTimeoutEnabled: true,
 		IsClusterMode:         c.Cluster,
 	}
+	opt.MaxRetries, opt.DialerRetries, opt.DialerRetryTimeout = failFast()
 	if c.TLS {
 		tc, err := c.tlsConfig()
 		if err != nil {
@@ -143,6 +145,14 @@ func (c *RedisConfig) NewClient() (redis.UniversalClient, error) {
 		opt.TLSConfig = tc
 	}
 	return redis.NewUniversalClient(opt), nil
+}
+
+// failFast turns go-redis's retries down: a decision has a budget of
+// Timeout, and with retries (and their backoff) a refused connection would
+// use all of it instead of failing at once and letting on_error decide.
+// Cluster redirections (MOVED, ASK) are followed all the same.
+func failFast() (maxRetries, dialerRetries int, dialerBackoff time.Duration) {
+	return -1, 1, time.Millisecond
 }
 
 func (c *RedisConfig) tlsConfig() (*tls.Config, error) {
