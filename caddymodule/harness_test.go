@@ -88,7 +88,13 @@ func (g *gateway) load(body string) {
 	if g.t.Failed() {
 		g.t.FailNow()
 	}
-	// The old server closes its keep-alive connections as it stops.
+	g.settle()
+}
+
+// settle waits out the old server's grace period (200ms in globals): until
+// it has stopped, a new connection may still reach it and be closed.
+func (g *gateway) settle() {
+	time.Sleep(250 * time.Millisecond)
 	client.CloseIdleConnections()
 }
 
@@ -108,7 +114,7 @@ func (g *gateway) reloadSame() {
 		b, _ := io.ReadAll(res.Body)
 		g.t.Fatalf("reloading: %d %s", res.StatusCode, b)
 	}
-	client.CloseIdleConnections()
+	g.settle()
 }
 
 var client = &http.Client{Timeout: 10 * time.Second}
