@@ -7,7 +7,7 @@ import (
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
-	_ "github.com/freqcap/caddy-freqcap/caddymodule"
+	_ "github.com/freqcap/caddy-freqcap"
 )
 
 func main() {
