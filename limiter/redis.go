@@ -128,7 +128,7 @@ type call struct {
 func (c *call) replyLen() int {
 	n := 2 + len(c.secs)
 	for _, si := range c.secs {
-		n += 4 * (c.p.sections[si].r1 - c.p.sections[si].r0)
+		n += 3 * (c.p.sections[si].r1 - c.p.sections[si].r0)
 	}
 	return n
 }
@@ -356,8 +356,8 @@ func (s *Redis) decide(ctx context.Context, req *Request, op string) (*Decision,
 			sec := &p.sections[si]
 			sec.recorded = c.reply[1+i]
 			for ri := sec.r0; ri < sec.r1; ri++ {
-				p.raw[ri] = rawResult{used: c.reply[k], reset: c.reply[k+1], retry: c.reply[k+2], ok: c.reply[k+3] == 1}
-				k += 4
+				p.raw[ri] = rawResult{used: c.reply[k], reset: c.reply[k+1], retry: c.reply[k+2], ok: c.reply[k+2] == 0}
+				k += 3
 			}
 		}
 	}

@@ -34,7 +34,7 @@
 -- Reply:
 --   d, p:  per decision: now, admitted 1|0, the record time of each
 --          section (0 when nothing was recorded), then per rule: used,
---          reset ms, retry ms, admits 1|0.
+--          reset ms, retry ms (0 when the rule admits).
 --   r:     the number of sections whose record was given back.
 --   x:     the number of sub-logs forgotten.
 -- Errors:  "CLOCKSKEW ..." when now is outside a rule's period starts.
@@ -194,8 +194,24 @@ local function decode(k, s, now)
   local tail = i
   for j = 1, count do
     local start = i
-    local v, c = 0, 1
-    v, i = getvar(b, i)
+    local c = 1
+    -- getvar, inlined: this loop runs for every record of every decision
+    local v = b[i]
+    i = i + 1
+    if v >= 128 then
+      v = v - 128
+      local m = 128
+      while true do
+        local x = b[i]
+        i = i + 1
+        if x < 128 then
+          v = v + x * m
+          break
+        end
+        v = v + (x - 128) * m
+        m = m * 128
+      end
+    end
     if w then
       if v % 2 == 1 then c, i = getvar(b, i) end
       v = floor(v / 2)
@@ -307,8 +323,9 @@ local function noteCost(s, c)
   end
 end
 
--- evaluate answers one rule before anything is recorded:
--- used, reset, retry, admits. Entries are newest first.
+-- evaluate answers one rule before anything is recorded: used, reset,
+-- retry (0 when it admits) and, for a rolling rule, the index of the oldest
+-- entry in the window (0 when none is). Entries are newest first.
 local function evaluate(s, limit, window, bounds, cost, now)
   local ts, cs = s.ts, s.cs
   local n = #ts
@@ -329,7 +346,7 @@ local function evaluate(s, limit, window, bounds, cost, now)
       used = used + cs[i]
       i = i + 1
     end
-    if used + cost <= limit then return used, stop - now, 0, 1 end
+    if used + cost <= limit then return used, stop - now, 0, 0 end
     return used, stop - now, stop - now, 0
   end
   local cut = now - window
@@ -342,7 +359,7 @@ local function evaluate(s, limit, window, bounds, cost, now)
   end
   local reset = 0
   if used > 0 then reset = ts[last] + window - now end
-  if used + cost <= limit then return used, reset, 0, 1 end
+  if used + cost <= limit then return used, reset, 0, last end
   local retry = window
   if cost <= limit then
     local need = used + cost - limit
@@ -354,7 +371,7 @@ local function evaluate(s, limit, window, bounds, cost, now)
       end
     end
   end
-  return used, reset, retry, 0
+  return used, reset, retry, last
 end
 
 -- record adds an admitted request and returns the time it was recorded at:
@@ -370,24 +387,13 @@ local function record(s, now, cost, grain)
     noteCost(s, cs[1])
     -- The gap from old entry 2 changes when ts[1] is old entry 1.
     if s.added == 0 and s.rawOld < 3 then s.rawOld = 3 end
-    return t
+    return t, true
   end
   table.insert(ts, 1, t)
   table.insert(cs, 1, cost)
   s.added = s.added + 1
   noteCost(s, cost)
-  return t
-end
-
-local function oldestIn(s, window, now)
-  local ts, cut = s.ts, now - window
-  local last = 0
-  for i = 1, #ts do
-    if ts[i] <= cut then break end
-    last = i
-  end
-  if last == 0 then return 0 end
-  return ts[last] + window - now
+  return t, false
 end
 
 local function refund(s, t, cost, grain)
@@ -467,38 +473,47 @@ if op == 'd' or op == 'p' then
       local k = loadKey(ki, now)
       local s = subFor(k, id, false)
       if s then decode(k, s, now) else s = EMPTY end
-      secs[si] = {ki = ki, id = id, spec = spec, cost = cost}
+      local sec = {ki = ki, id = id, spec = spec, cost = cost, last = {}}
+      secs[si] = sec
       local rules = spec.rules
       for r = 1, #rules do
         local rule = rules[r]
-        local used, reset, retry, ok = evaluate(s, rule.limit, rule.window, rule.bounds, cost, now)
+        local used, reset, retry, last = evaluate(s, rule.limit, rule.window, rule.bounds, cost, now)
         if not used then return redis.error_reply(reset) end
-        if ok == 0 then admitted = false end
-        reply[nr + 1], reply[nr + 2], reply[nr + 3], reply[nr + 4] = used, reset, retry, ok
-        nr = nr + 4
+        if retry > 0 then admitted = false end
+        reply[nr + 1], reply[nr + 2], reply[nr + 3] = used, reset, retry
+        sec.last[r] = last
+        nr = nr + 3
       end
     end
     reply[base + 1], reply[base + 2] = now, admitted and 1 or 0
     local at = base + 2 + nsec
-    for si, sec in ipairs(secs) do
+    for si = 1, nsec do
+      local sec = secs[si]
+      local rules = sec.spec.rules
       local t = 0
-      if admitted and write then
+      if admitted and write and sec.cost > 0 then
         local k = keys[sec.ki]
         local s = decode(k, subFor(k, sec.id, true), now)
         s.ret = sec.spec.ret
-        if sec.cost > 0 then t = record(s, now, sec.cost, sec.spec.grain) end
-        local rules = sec.spec.rules
+        local merged
+        t, merged = record(s, now, sec.cost, sec.spec.grain)
         for r = 1, #rules do
+          local window = rules[r].window
+          -- The oldest record in a rolling window is unchanged, unless
+          -- this one is the only one (new, or merged into the newest).
+          if window > 0 and (reply[at + 1] == 0 or (merged and sec.last[r] == 1)) then
+            reply[at + 2] = s.ts[1] + window - now
+          end
           reply[at + 1] = reply[at + 1] + sec.cost
-          if rules[r].window > 0 then reply[at + 2] = oldestIn(s, rules[r].window, now) end
-          at = at + 4
+          at = at + 3
         end
         if not touched[sec.ki] then
           touched[sec.ki] = now
           order[#order + 1] = sec.ki
         end
       else
-        at = at + 4 * #sec.spec.rules
+        at = at + 3 * #rules
       end
       reply[base + 2 + si] = t
     end
