@@ -8,14 +8,12 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
@@ -30,11 +28,16 @@ func init() {
 // with its quota in the RateLimit headers of the response, or answers 429
 // with a problem+json body naming the rule that refused it.
 //
-// After the decision, these placeholders are set:
+// After the decision, these placeholders are set for the handlers that
+// follow, handle_errors and the access log:
 //
 //	{http.frequency_cap.rule}         the rule that denied, or empty
 //	{http.frequency_cap.retry_after}  seconds until it would admit, 0 if admitted
-//	{http.frequency_cap.remaining}    what the tightest rule has left
+//	{http.frequency_cap.remaining}    what the tightest rule has left, or
+//	                                  empty when nothing was decided
+//
+// Every decision is counted in Caddy's metrics (see metrics.go), and the
+// admin API (AdminAPI) looks up and resets the usage of a cap set by Name.
 type Handler struct {
 	// Name names this cap set in logs, metrics and the admin API: a letter
 	// or '_', then letters, digits, '_', '.', '-'. Default "default".
@@ -66,8 +69,9 @@ type Handler struct {
 	RefundOn []string `json:"refund_on,omitempty"`
 
 	// DryRun decides and counts as if live but never blocks: a request
-	// that would be denied passes, and the quota headers still say what a
-	// live run would. Default false.
+	// that would be denied passes, the quota headers still say what a live
+	// run would, and the denial that did not happen is logged at info and
+	// counted in the metrics as dry_run_deny. Default false.
 	DryRun bool `json:"dry_run,omitempty"`
 
 	// MaxBody is the most request body bytes read for the {json.*} and
@@ -78,7 +82,8 @@ type Handler struct {
 	// StatusCode is the status of a denial (400-599). Default 429.
 	StatusCode int `json:"status_code,omitempty"`
 
-	// LogValues lets debug logs show dimension values, such as recipients.
+	// LogValues lets the denial logs (debug; info under dry_run) and the
+	// admin API's reset log show dimension values, such as recipients.
 	// Default false: values are never logged.
 	LogValues bool `json:"log_values,omitempty"`
 
@@ -102,9 +107,10 @@ type Handler struct {
 	store    limiter.Store
 	storeKey string
 	logger   *zap.Logger
-	// lastWarn throttles store-failure warnings to one a second.
-	lastWarn   atomic.Int64
-	suppressed atomic.Int64
+	metrics  *handlerMetrics
+	warns    *storeWarnings
+	// capSet is the handler's entry in the admin API's registry.
+	capSet *capSet
 }
 
 // CaddyModule returns the Caddy module information.
@@ -115,8 +121,9 @@ func (*Handler) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision fills in defaults, compiles the rules and takes the store from
-// the pool; it does not connect to Redis.
+// Provision fills in defaults, compiles the rules, takes the store from
+// the pool, creates the handler's metrics and makes it known to the admin
+// API by name; it does not connect to Redis.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	if h.Name == "" {
@@ -161,6 +168,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.acquireStore(cfg); err != nil {
 		return fmt.Errorf("frequency_cap %s: %w", h.Name, err)
 	}
+	if err := h.provisionMetrics(ctx); err != nil {
+		return fmt.Errorf("frequency_cap %s: registering metrics: %w", h.Name, err)
+	}
+	h.warns = &storeWarnings{logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval}
+	h.capSet = h.register()
 	return nil
 }
 
@@ -187,9 +199,15 @@ func (h *Handler) Validate() error {
 	return nil
 }
 
-// Cleanup gives the store back to the pool; it is safe after a failed
+// Cleanup leaves the admin API's registry, logs the store failures not yet
+// reported and gives the store back to the pool; it is safe after a failed
 // Provision.
 func (h *Handler) Cleanup() error {
+	unregister(h.capSet)
+	h.capSet = nil
+	if h.warns != nil {
+		h.warns.stop()
+	}
 	return h.releaseStore()
 }
 
@@ -199,6 +217,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if h.needs != 0 {
 		b, fail := readBody(r, h.needs, h.MaxBody)
 		if fail != nil {
+			undecided(repl)
 			return fail.write(w)
 		}
 		repl.Map(b.provide)
@@ -206,32 +225,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	req, fail := h.request(repl)
 	if fail != nil {
+		undecided(repl)
 		return fail.write(w)
 	}
 	if len(req.Checks) == 0 {
+		undecided(repl)
 		return next.ServeHTTP(w, r)
 	}
 
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	start := time.Now()
 	d, err := h.store.Decide(ctx, req)
 	cancel()
+	h.metrics.decide.observe(start, err)
 	if err != nil {
-		h.warnStore("deciding", err)
+		h.metrics.countFailure(req)
+		h.warns.add(opDecide, err)
+		undecided(repl)
 		if h.OnError == OnErrorDeny {
 			return (&failure{status: http.StatusServiceUnavailable, reason: "frequency cap store unavailable"}).write(w)
 		}
 		return next.ServeHTTP(w, r)
 	}
 
+	h.metrics.countDecision(d, h.DryRun)
 	h.setPlaceholders(repl, d)
 	setQuotaHeaders(w.Header(), d)
-	h.logDecision(req, d)
 	if !d.Allowed {
+		h.logDenial(req, d)
 		if !h.DryRun {
 			return writeDenial(w, h.StatusCode, req, d)
-		}
-		if ce := h.logger.Check(zapcore.InfoLevel, "dry run: would deny"); ce != nil {
-			ce.Write(zap.String("rule", d.Results[d.Denier].Rule.Name), zap.Duration("retry_after", d.RetryAfter))
 		}
 	}
 	if len(h.refundOn) == 0 || d.ID == "" {
@@ -246,7 +269,11 @@ func (h *Handler) request(repl *caddy.Replacer) (*limiter.Request, *failure) {
 	values := make([]string, len(h.dims))
 	for i, d := range h.dims {
 		values[i] = repl.ReplaceAll(d.expr, "")
-		if values[i] == "" && h.OnMissing == OnMissingReject {
+		if values[i] != "" {
+			continue
+		}
+		h.metrics.missing[i].Inc()
+		if h.OnMissing == OnMissingReject {
 			return nil, &failure{status: http.StatusBadRequest, reason: "missing value for dimension " + d.name, dimension: d.name}
 		}
 	}
@@ -289,10 +316,15 @@ func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next c
 	if err != nil || matchesAny(h.refundOn, status) {
 		// The client may be gone; the refund is still owed.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.timeout)
-		_, rerr := h.store.Refund(ctx, id)
+		start := time.Now()
+		given, rerr := h.store.Refund(ctx, id)
 		cancel()
-		if rerr != nil {
-			h.warnStore("refunding", rerr)
+		h.metrics.refund.observe(start, rerr)
+		switch {
+		case rerr != nil:
+			h.warns.add(opRefund, rerr)
+		case given:
+			h.metrics.refunds.Inc()
 		}
 	}
 	return err
@@ -308,41 +340,15 @@ func (h *Handler) setPlaceholders(repl *caddy.Replacer, d *limiter.Decision) {
 	repl.Set("http.frequency_cap.remaining", d.Results[tightest(d)].Remaining)
 }
 
-func (h *Handler) logDecision(req *limiter.Request, d *limiter.Decision) {
-	ce := h.logger.Check(zapcore.DebugLevel, "frequency cap decision")
-	if ce == nil {
-		return
-	}
-	fields := []zap.Field{zap.Bool("allowed", d.Allowed), zap.Int("rules", len(d.Results))}
-	if d.Denier >= 0 {
-		fields = append(fields, zap.String("rule", d.Results[d.Denier].Rule.Name), zap.Duration("retry_after", d.RetryAfter))
-	}
-	if h.LogValues {
-		vals := make(map[string]string)
-		for _, c := range req.Checks {
-			for i, dim := range c.Rule.By {
-				vals[dim] = c.Values[i]
-			}
-		}
-		fields = append(fields, zap.Any("values", vals))
-	}
-	ce.Write(fields...)
-}
-
-// warnStore logs a store failure at most once a second, with how many were
-// not logged since.
-func (h *Handler) warnStore(doing string, err error) {
-	now := time.Now().UnixNano()
-	last := h.lastWarn.Load()
-	if now-last < int64(time.Second) || !h.lastWarn.CompareAndSwap(last, now) {
-		h.suppressed.Add(1)
-		return
-	}
-	h.logger.Warn("frequency cap store failed",
-		zap.String("doing", doing),
-		zap.String("on_error", h.OnError),
-		zap.Error(err),
-		zap.Int64("suppressed", h.suppressed.Swap(0)))
+// undecided sets the placeholders when no decision was made (a rejected
+// request, no rule applied, the store failed), so that a route reading them
+// gets values, not the placeholder text: no rule, no wait, and an unknown
+// remaining quota, which is empty text in a header and null in a JSON log
+// (where a decided one is a number).
+func undecided(repl *caddy.Replacer) {
+	repl.Set("http.frequency_cap.rule", "")
+	repl.Set("http.frequency_cap.retry_after", int64(0))
+	repl.Set("http.frequency_cap.remaining", nil)
 }
 
 // Interface guards.

@@ -10,21 +10,28 @@ package limiter
 type entry struct{ t, c int64 }
 
 // subLog is the record log of one dimension tuple and weight. Entries are in
-// strictly increasing time order: a record that would land on or before the
-// last one is moved to 1 ms after it, so every admission has its own time
-// and a refund can name it.
+// strictly increasing time order, and every admission gets a time of its
+// own, later than any the log has held: a record that would land on or
+// before the newest entry, a refunded record or the floor is moved to 1 ms
+// after it. So an admission id names one admission, ever.
 type subLog struct {
 	retention int64 // ms
 	entries   []entry
-	// tombs are the record times already refunded from a bucketed log,
-	// where a bucket cannot tell its requests apart.
+	// tombs are the times of refunded records: a second refund of one is
+	// refused (in a bucketed log, the bucket could not tell).
 	tombs []int64
+	// floor is the newest time Reset forgot: refunds at or before it are
+	// refused, and new records come after it.
+	floor int64
 }
 
-// prune drops what no rule can need any more: records at or before
-// now-retention.
+// prune drops what no rule can need any more: records, tombs and the floor
+// at or before now-retention.
 func (s *subLog) prune(now int64) {
 	cut := now - s.retention
+	if s.floor <= cut {
+		s.floor = 0
+	}
 	i := 0
 	for i < len(s.entries) && s.entries[i].t <= cut {
 		i++
@@ -42,7 +49,25 @@ func (s *subLog) prune(now int64) {
 	s.tombs = s.tombs[:j]
 }
 
-func (s *subLog) empty() bool { return len(s.entries) == 0 && len(s.tombs) == 0 }
+func (s *subLog) empty() bool { return len(s.entries) == 0 && len(s.tombs) == 0 && s.floor == 0 }
+
+// newest is the latest time the log has held: entries, tombs, floor.
+func (s *subLog) newest() int64 {
+	t := s.floor
+	if n := len(s.entries); n > 0 {
+		t = max(t, s.entries[n-1].t)
+	}
+	for _, x := range s.tombs {
+		t = max(t, x)
+	}
+	return t
+}
+
+// forget drops every record, keeping the floor (see subLog).
+func (s *subLog) forget() {
+	s.floor = s.newest()
+	s.entries, s.tombs = s.entries[:0], s.tombs[:0]
+}
 
 // evaluate answers one rule for a request of the given cost at now, before
 // anything is recorded.
@@ -93,11 +118,8 @@ func (s *subLog) evaluate(r *planRule, cost, now int64) (rawResult, error) {
 // record adds an admitted request of the given cost and returns the time it
 // was recorded at.
 func (s *subLog) record(now, cost, grain int64) int64 {
-	t := now
+	t := max(now, s.newest()+1)
 	n := len(s.entries)
-	if n > 0 && s.entries[n-1].t >= t {
-		t = s.entries[n-1].t + 1
-	}
 	if grain > 0 && n > 0 && s.entries[n-1].t/grain == t/grain {
 		s.entries[n-1] = entry{t: t, c: s.entries[n-1].c + cost}
 		return t
@@ -121,15 +143,10 @@ func (s *subLog) afterRecord(r *planRule, res *rawResult, cost, now int64) {
 	}
 }
 
-// refund takes back the record made at t with the given cost, once.
-func (s *subLog) refund(t, cost, grain int64) bool {
-	if grain == 0 {
-		for i, e := range s.entries {
-			if e.t == t && e.c == cost {
-				s.entries = append(s.entries[:i], s.entries[i+1:]...)
-				return true
-			}
-		}
+// refund takes back the record made at t with the given cost, once. The
+// caller has pruned the log at now.
+func (s *subLog) refund(t, cost, grain, now int64) bool {
+	if t <= s.floor || t <= now-s.retention {
 		return false
 	}
 	for _, x := range s.tombs {
@@ -138,27 +155,22 @@ func (s *subLog) refund(t, cost, grain int64) bool {
 		}
 	}
 	for i, e := range s.entries {
-		if e.t >= t && e.t/grain == t/grain && e.c >= cost {
-			if e.c == cost {
-				s.entries = append(s.entries[:i], s.entries[i+1:]...)
-			} else {
-				s.entries[i].c -= cost
-			}
-			s.tombs = append(s.tombs, t)
-			return true
+		if grain == 0 && (e.t != t || e.c != cost) {
+			continue
 		}
+		if grain > 0 && (e.t < t || e.t/grain != t/grain || e.c < cost) {
+			continue
+		}
+		if e.c == cost {
+			s.entries = append(s.entries[:i], s.entries[i+1:]...)
+		} else {
+			s.entries[i].c -= cost
+		}
+		s.tombs = append(s.tombs, t)
+		return true
 	}
 	return false
 }
 
-// expiry is when the last record of s leaves its retention.
-func (s *subLog) expiry() int64 {
-	var e int64
-	if n := len(s.entries); n > 0 {
-		e = s.entries[n-1].t + s.retention
-	}
-	for _, t := range s.tombs {
-		e = max(e, t+s.retention)
-	}
-	return e
-}
+// expiry is when everything s holds leaves its retention.
+func (s *subLog) expiry() int64 { return s.newest() + s.retention }

@@ -162,7 +162,7 @@ func (m *Memory) Refund(ctx context.Context, id string) (bool, error) {
 			continue
 		}
 		l := k.find([]byte(r.sub))
-		if l != nil && l.refund(r.t, r.c, r.grain) {
+		if l != nil && l.refund(r.t, r.c, r.grain, now) {
 			given = true
 			k.refreshExpiry()
 		}
@@ -184,9 +184,9 @@ func (m *Memory) Reset(ctx context.Context, req *Request) error {
 		s := &p.sections[si]
 		sh := m.shard(p.key(s))
 		if k := m.live(sh, p.key(s), now.UnixMilli()); k != nil {
-			k.drop(p.sub(s))
-			if len(k.subs) == 0 {
-				delete(sh.keys, string(p.key(s)))
+			if l := k.find(p.sub(s)); l != nil {
+				l.forget()
+				k.refreshExpiry()
 			}
 		}
 	}
@@ -305,15 +305,6 @@ func (k *memKey) sub(sub []byte) *subLog {
 	}
 	k.subs = append(k.subs, namedLog{id: string(sub)})
 	return &k.subs[len(k.subs)-1].subLog
-}
-
-func (k *memKey) drop(sub []byte) {
-	for i := range k.subs {
-		if k.subs[i].id == string(sub) {
-			k.subs = append(k.subs[:i], k.subs[i+1:]...)
-			return
-		}
-	}
 }
 
 // prune drops what no rule can need from every sub-log, and empty ones.

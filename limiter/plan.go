@@ -145,6 +145,9 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 		}
 		p.checkSec = append(p.checkSec, si)
 	}
+	if len(p.sections) > maxSections {
+		return fmt.Errorf("a request reads %d logs; at most %d", len(p.sections), maxSections)
+	}
 	for si := range p.sections {
 		s := &p.sections[si]
 		s.r0 = len(p.rules)
@@ -176,6 +179,11 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 	}
 	return nil
 }
+
+// maxSections bounds the logs one request reads (and, since rules over one
+// log share a section, the rules of a section): the Redis script packs
+// these counts in a byte.
+const maxSections = 255
 
 func (p *plan) firstCheck(si int) int {
 	for i, csi := range p.checkSec {

@@ -168,6 +168,7 @@ func (r *Rule) Validate() error {
 	return nil
 }
 
-// maxRollingWindow keeps logs bounded: a rolling window longer than a
-// calendar month is better expressed as a calendar rule.
-const maxRollingWindow = 366 * 24 * time.Hour
+// maxRollingWindow keeps logs bounded (and their retention within the
+// three bytes the Redis encoding gives it): a longer budget is better
+// expressed as a calendar rule.
+const maxRollingWindow = 180 * 24 * time.Hour

@@ -4,28 +4,35 @@
 -- same answers.
 --
 -- KEYS[k]  a log key: a string packing the sub-logs (one per dimension tuple
---          and weight) of one first-dimension value. Times are ms since the
---          epoch. A sub-log is: varint id length, id, varint header
---          (retention in s * 4 + weighted * 2 + has-tombs), varint body
---          length, body. The body is: varint entry count; when has-tombs, a
---          varint count and the absolute times of records refunded from
---          buckets; then the entries newest first: the newest as its
---          absolute time, each older one as the gap to its newer neighbour.
---          In a weighted sub-log each time or gap v is written v*2+1 and
---          followed by the entry's cost when the cost is not 1, else v*2;
---          in an unweighted one every cost is 1 and v is written as is.
---          Newest first lets a new record be prepended to the old bytes,
---          and pruning is a cut of the tail.
+--          and weight) of one first-dimension value, with struct.pack,
+--          little-endian. Times are ms since the epoch. A sub-log is the
+--          header "<sI3BI2I2I6": id (zero-terminated), retention in s,
+--          flags (1: weighted, 2: has a floor), entry count n, tomb count,
+--          the newest entry's time (0 when n is 0); then the n-1 gaps from
+--          each entry to the next older one, newest first (I4, or I6 when
+--          the retention exceeds 49 days); when weighted, the n costs,
+--          newest first (I4; else every cost is 1); then the tombs, the
+--          times of refunded records (I6); then the floor, the newest time
+--          a reset forgot (I6). Fixed widths let one C call unpack a whole
+--          sub-log, and newest first lets a write prepend a record to the
+--          old bytes and prune by cutting the tail. Every admission gets a
+--          time later than any the sub-log has held (entries, tombs,
+--          floor), so an admission id names one admission, ever.
 --
 -- ARGV[1]  op: "d" decide and record, "p" peek (decide, record nothing),
 --          "r" refund, "x" reset.
--- d, p:    ARGV[2] is the number of rule specs S, then S specs: space-
---          separated "retention_ms grain_ms rule_count" and per rule
---          "limit window_ms" and, for a calendar rule (window 0), four
---          period starts. Then the number of decisions D; each is: now (0
---          for the server's TIME), section count, then per section: key
---          index, sub-log id, spec index, cost. Decisions are decided in
---          order, as if one by one: concurrent requests ride in one run.
+-- d, p:    numbers come packed (struct, little-endian), because tonumber
+--          on strings costs more than the rest of a decision.
+--          ARGV[2] the rule specs: "<B" count S, then per spec "<I6I6B"
+--          retention ms, grain ms, rule count, and per rule "<I6I6" limit,
+--          window ms, followed for a calendar rule (window 0) by "<I6I6I6I6"
+--          period starts.
+--          ARGV[3] the decisions: "<I2" count D, then per decision "<I6B"
+--          now (0 for the server's TIME), section count, and per section
+--          "<I2I2I6" key index, spec index, cost.
+--          ARGV[4...] the sections' sub-log ids, in order.
+--          Decisions are decided in order, as if one by one: concurrent
+--          requests ride in one run.
 -- r:       ARGV[2] now (0: TIME), ARGV[3] section count, then per section:
 --          key index, sub-log id, grain ms, record time, cost.
 -- x:       ARGV[2] now (0: TIME), ARGV[3] section count, then per section:
@@ -39,73 +46,44 @@
 --   x:     the number of sub-logs forgotten.
 -- Errors:  "CLOCKSKEW ..." when now is outside a rule's period starts.
 
-local byte, char, sub, floor = string.byte, string.char, string.sub, math.floor
+local sub, floor, rep, concat = string.sub, math.floor, string.rep, table.concat
+local spack, sunpack = struct.pack, struct.unpack
 local unpack = unpack or table.unpack
-local concat = table.concat
 local SLACK = 60000 -- a key outlives its last record's retention by this
+local HEADER = '<sI3BI2I2I6'
+local CHUNK = 4000 -- values per pack/unpack call: Lua's C stack is limited
+local WIDE = 4294967 -- retention (s) above which gaps take 6 bytes
 
--- Varints: 7 bits a byte, least significant first, high bit = more.
-local function getvarS(s, i)
-  local x = byte(s, i)
-  if x < 128 then return x, i + 1 end
-  local v, m = x - 128, 128
-  i = i + 1
-  while true do
-    x = byte(s, i)
-    i = i + 1
-    if x < 128 then return v + x * m, i end
-    v = v + (x - 128) * m
-    m = m * 128
-  end
+local function gapSize(retS)
+  if retS > WIDE then return 6 end
+  return 4
 end
 
-local function getvar(b, i)
-  local x = b[i]
-  if x < 128 then return x, i + 1 end
-  local v, m = x - 128, 128
-  i = i + 1
-  while true do
-    x = b[i]
-    i = i + 1
-    if x < 128 then return v + x * m, i end
-    v = v + (x - 128) * m
-    m = m * 128
+-- unpackN returns n integers of size bytes each from s at pos.
+local function unpackN(s, pos, n, size)
+  if n <= CHUNK then
+    local t = {sunpack('<' .. rep('I' .. size, n), s, pos)}
+    t[n + 1] = nil -- struct.unpack also returns the next position
+    return t
   end
-end
-
-local function putvar(buf, n, v)
-  while v >= 128 do
-    n = n + 1
-    buf[n] = 128 + v % 128
-    v = floor(v / 128)
-  end
-  n = n + 1
-  buf[n] = v
-  return n
-end
-
--- bytes returns s[i..j] as a table of numbers, in chunks: Lua's C stack is
--- limited.
-local function bytes(s, i, j)
-  if j - i < 4000 then return {byte(s, i, j)} end
-  local t, n = {}, 0
-  while i <= j do
-    local k = math.min(i + 3999, j)
-    local part = {byte(s, i, k)}
-    for x = 1, #part do t[n + x] = part[x] end
-    n = n + #part
-    i = k + 1
+  local t = {}
+  local i = 0
+  while i < n do
+    local m = math.min(CHUNK, n - i)
+    local part = {sunpack('<' .. rep('I' .. size, m), s, pos + i * size)}
+    for j = 1, m do t[i + j] = part[j] end
+    i = i + m
   end
   return t
 end
 
-local function tostr(buf, n)
-  if n < 4000 then return char(unpack(buf, 1, n)) end
-  local parts, i = {}, 1
-  while i <= n do
-    local j = math.min(i + 3999, n)
-    parts[#parts + 1] = char(unpack(buf, i, j))
-    i = j + 1
+-- packN packs a[i..j] as integers of size bytes each.
+local function packN(a, i, j, size)
+  local parts = {}
+  while i <= j do
+    local k = math.min(i + CHUNK - 1, j)
+    parts[#parts + 1] = spack('<' .. rep('I' .. size, k - i + 1), unpack(a, i, k))
+    i = k + 1
   end
   return concat(parts)
 end
@@ -113,7 +91,7 @@ end
 local now0 -- the server's TIME in ms, read once
 local function clock(arg)
   local t = tonumber(arg)
-  if t ~= 0 then return t end
+  if t ~= 0 then return t end -- only refunds and resets send a string
   if not now0 then
     local tm = redis.call('TIME')
     now0 = tonumber(tm[1]) * 1000 + floor(tonumber(tm[2]) / 1000)
@@ -122,115 +100,104 @@ local function clock(arg)
 end
 
 -- Keys are loaded once per run. A loaded key lists its sub-logs with their
--- header fields; a sub-log's body is decoded only when a section reads it.
+-- header fields; a sub-log's entries are unpacked only when a section reads
+-- it, and the others are copied as they are, or dropped when their newest
+-- record has left their retention.
 local keys = {}
 
 local function loadKey(ki, now)
   local k = keys[ki]
   if k then return k end
   local blob = redis.call('GET', KEYS[ki]) or ''
-  k = {blob = blob, subs = {}, order = {}, dirty = false}
+  k = {blob = blob, subs = {}, order = {}}
   keys[ki] = k
   local pos, len = 1, #blob
   while pos <= len do
-    local r0 = pos
-    local n, hdr, blen
-    n, pos = getvarS(blob, pos)
-    local id = sub(blob, pos, pos + n - 1)
-    pos = pos + n
-    hdr, pos = getvarS(blob, pos)
-    blen, pos = getvarS(blob, pos)
-    local s = {id = id, ret = floor(hdr / 4) * 1000, weighted = floor(hdr / 2) % 2 == 1,
-      hasTombs = hdr % 2 == 1, r0 = r0, b0 = pos, b1 = pos + blen - 1}
-    pos = pos + blen
-    -- The newest entry tells whether anything is left to keep.
-    local count, p = getvarS(blob, s.b0)
-    if count > 0 and s.hasTombs then
-      local nt
-      nt, p = getvarS(blob, p)
-      for _ = 1, nt do
-        local _x
-        _x, p = getvarS(blob, p)
+    local id, retS, flags, count, nt, newest, p = sunpack(HEADER, blob, pos)
+    local gsize = gapSize(retS)
+    local s = {id = id, ret = retS * 1000, weighted = flags % 2 == 1, count = count, ntombs = nt,
+      latest = newest, gsize = gsize, r0 = pos, gpos = p, floor = 0}
+    s.cpos = p + math.max(count - 1, 0) * gsize
+    s.tpos = s.cpos + (s.weighted and count * 4 or 0)
+    pos = s.tpos + nt * 6
+    -- What the sub-log holds besides entries is rare: read it now, as it
+    -- decides when the sub-log may go.
+    local last = newest
+    if nt > 0 then
+      for _, x in ipairs(unpackN(blob, s.tpos, nt, 6)) do
+        if x > last then last = x end
       end
     end
-    if count > 0 then
-      local v = getvarS(blob, p)
-      s.latest = s.weighted and floor(v / 2) or v
+    if floor(flags / 2) % 2 == 1 then
+      s.floor, pos = sunpack('<I6', blob, pos)
+      if s.floor > last then last = s.floor end
     end
-    if count > 0 and s.latest > now - s.ret then
+    s.r1, s.last = pos - 1, last
+    if last > now - s.ret then
       k.subs[id] = s
       k.order[#k.order + 1] = id
-    else
-      k.dirty = true
     end
   end
   return k
 end
 
--- decode reads a sub-log's body into arrays, newest first, dropping what
--- is at or before now-retention. Old entries from s.rawOld on keep their
--- bytes in the blob unchanged, so encode copies them instead of writing
--- them anew (off2 and off3 are where old entries 2 and 3 start); s.added
--- counts the entries prepended since.
+-- decode unpacks a sub-log's entries into arrays, newest first, dropping
+-- what is at or before now-retention. Old entries from s.rawOld on keep
+-- their bytes in the blob unchanged, so encode copies them instead of
+-- packing them anew; s.added counts the entries prepended since.
 local FULL = math.huge
 local function decode(k, s, now)
   if s.ts then return s end
   local ts, cs, tombs = {}, {}, {}
   s.ts, s.cs, s.tombs, s.added, s.rawOld, s.kept = ts, cs, tombs, 0, 2, 0
-  if not s.b0 then return s end
-  local b = bytes(k.blob, s.b0, s.b1)
+  if not s.r0 then
+    s.floor = 0
+    return s
+  end
   local cut = now - s.ret
-  local count, i = getvar(b, 1)
-  if s.hasTombs then
-    local nt
-    nt, i = getvar(b, i)
-    for _ = 1, nt do
-      local x
-      x, i = getvar(b, i)
+  if s.floor <= cut then s.floor = 0 end
+  local n = 0
+  if s.count > 0 and s.latest > cut then
+    local t = s.latest
+    n = 1
+    ts[1], cs[1] = t, 1
+    if s.count > 1 then
+      local gaps = unpackN(k.blob, s.gpos, s.count - 1, s.gsize)
+      for j = 1, s.count - 1 do
+        t = t - gaps[j]
+        if t <= cut then break end
+        n = n + 1
+        ts[n], cs[n] = t, 1
+      end
+    end
+    if s.weighted then
+      local c = unpackN(k.blob, s.cpos, n, 4)
+      for j = 1, n do cs[j] = c[j] end
+    end
+  end
+  if s.ntombs > 0 then
+    for _, x in ipairs(unpackN(k.blob, s.tpos, s.ntombs, 6)) do
       if x > cut then tombs[#tombs + 1] = x end
     end
   end
-  local t, w, n = 0, s.weighted, 0
-  local tail = i
-  for j = 1, count do
-    local start = i
-    local c = 1
-    -- getvar, inlined: this loop runs for every record of every decision
-    local v = b[i]
-    i = i + 1
-    if v >= 128 then
-      v = v - 128
-      local m = 128
-      while true do
-        local x = b[i]
-        i = i + 1
-        if x < 128 then
-          v = v + x * m
-          break
-        end
-        v = v + (x - 128) * m
-        m = m * 128
-      end
-    end
-    if w then
-      if v % 2 == 1 then c, i = getvar(b, i) end
-      v = floor(v / 2)
-    end
-    if j == 1 then t = v else t = t - v end
-    if t <= cut then break end
-    n = n + 1
-    ts[n], cs[n] = t, c
-    if j == 2 then s.off2 = start elseif j == 3 then s.off3 = start end
-    tail = i
-  end
-  s.kept, s.tailEnd = n, tail
+  s.kept = n
   return s
+end
+
+-- newest is the latest time a decoded sub-log has held.
+local function newest(s)
+  local t = s.floor
+  if s.ts[1] and s.ts[1] > t then t = s.ts[1] end
+  for _, x in ipairs(s.tombs) do
+    if x > t then t = x end
+  end
+  return t
 end
 
 local function subFor(k, id, create)
   local s = k.subs[id]
   if not s and create then
-    s = {id = id, ret = 0, weighted = false}
+    s = {id = id, ret = 0, weighted = false, floor = 0}
     k.subs[id] = s
     k.order[#k.order + 1] = id
   end
@@ -240,48 +207,39 @@ end
 local EMPTY = {ts = {}, cs = {}}
 
 -- encode returns a decoded sub-log's bytes: the new and changed newest
--- entries written anew, the unchanged older ones copied from the blob.
+-- entries packed anew, the unchanged older ones copied from the blob.
 local function encode(k, s)
   local ts, cs = s.ts, s.cs
   local n = #ts
-  local raw, fresh = '', n
-  if s.rawOld <= s.kept then
-    local from = s.rawOld == 2 and s.off2 or s.rawOld == 3 and s.off3
-    if from then
-      raw = sub(k.blob, s.b0 + from - 1, s.b0 + s.tailEnd - 2)
-      fresh = s.added + s.rawOld - 1
-    end
-  end
-  local body, m = {}, 0
-  m = putvar(body, m, n)
-  local tombs = s.tombs
-  if #tombs > 0 then
-    m = putvar(body, m, #tombs)
-    for i = 1, #tombs do m = putvar(body, m, tombs[i]) end
-  end
-  local w = s.weighted
-  for i = 1, fresh do
-    local v = ts[i]
-    if i > 1 then v = ts[i - 1] - v end
+  local retS = s.ret / 1000
+  local gsize, w = gapSize(retS), s.weighted
+  local fresh, rawG, rawC = n, '', ''
+  if s.rawOld <= s.kept and s.gsize == gsize then
+    local from, m = s.rawOld, s.kept - s.rawOld + 1
+    fresh = s.added + from - 1
+    local g0 = s.gpos + (from - 2) * gsize
+    rawG = sub(k.blob, g0, g0 + m * gsize - 1)
     if w then
-      if cs[i] == 1 then
-        m = putvar(body, m, v * 2)
-      else
-        m = putvar(body, m, v * 2 + 1)
-        m = putvar(body, m, cs[i])
-      end
-    else
-      m = putvar(body, m, v)
+      local c0 = s.cpos + (from - 1) * 4
+      rawC = sub(k.blob, c0, c0 + m * 4 - 1)
     end
   end
-  local hb, h = {}, 0
-  h = putvar(hb, h, #s.id)
-  local head = tostr(hb, h)
-  hb, h = {}, 0
-  h = putvar(hb, h, (s.ret / 1000) * 4 + (w and 2 or 0) + (#tombs > 0 and 1 or 0))
-  h = putvar(hb, h, m + #raw)
-  for i = 1, m do hb[h + i] = body[i] end
-  return head .. s.id .. tostr(hb, h + m) .. raw
+  local tombs = s.tombs
+  local flags = (w and 1 or 0) + (s.floor > 0 and 2 or 0)
+  local parts = {spack(HEADER, s.id, retS, flags, n, #tombs, ts[1] or 0)}
+  if fresh > 1 then
+    local gaps = {}
+    for i = 2, fresh do gaps[i - 1] = ts[i - 1] - ts[i] end
+    parts[#parts + 1] = packN(gaps, 1, fresh - 1, gsize)
+  end
+  parts[#parts + 1] = rawG
+  if w and n > 0 then
+    parts[#parts + 1] = packN(cs, 1, fresh, 4)
+    parts[#parts + 1] = rawC
+  end
+  if #tombs > 0 then parts[#parts + 1] = packN(tombs, 1, #tombs, 6) end
+  if s.floor > 0 then parts[#parts + 1] = spack('<I6', s.floor) end
+  return concat(parts)
 end
 
 local function writeBack(ki, now)
@@ -291,17 +249,14 @@ local function writeBack(ki, now)
     local s = k.subs[id]
     if s then
       if s.ts then
-        if #s.ts > 0 then
+        local last = newest(s)
+        if last > 0 then
           parts[#parts + 1] = encode(k, s)
-          local last = s.ts[1]
-          for _, x in ipairs(s.tombs) do
-            if x > last then last = x end
-          end
           if last + s.ret > expiry then expiry = last + s.ret end
         end
       else
-        parts[#parts + 1] = sub(k.blob, s.r0, s.b1)
-        if s.latest + s.ret > expiry then expiry = s.latest + s.ret end
+        parts[#parts + 1] = sub(k.blob, s.r0, s.r1)
+        if s.last + s.ret > expiry then expiry = s.last + s.ret end
       end
     end
   end
@@ -379,8 +334,8 @@ end
 -- every admission has a time of its own.
 local function record(s, now, cost, grain)
   local ts, cs = s.ts, s.cs
-  local t = now
-  if ts[1] and ts[1] >= t then t = ts[1] + 1 end
+  local t = newest(s) + 1
+  if t < now then t = now end
   if grain > 0 and ts[1] and floor(ts[1] / grain) == floor(t / grain) then
     ts[1] = t
     cs[1] = cs[1] + cost
@@ -396,24 +351,16 @@ local function record(s, now, cost, grain)
   return t, false
 end
 
-local function refund(s, t, cost, grain)
-  local ts, cs = s.ts, s.cs
-  if grain == 0 then
-    for i = 1, #ts do
-      if ts[i] == t and cs[i] == cost then
-        table.remove(ts, i)
-        table.remove(cs, i)
-        s.rawOld = FULL
-        return 1
-      end
-    end
-    return 0
-  end
+local function refund(s, t, cost, grain, now)
+  if t <= s.floor or t <= now - s.ret then return 0 end
   for _, x in ipairs(s.tombs) do
     if x == t then return 0 end
   end
+  local ts, cs = s.ts, s.cs
   for i = 1, #ts do
-    if ts[i] >= t and floor(ts[i] / grain) == floor(t / grain) and cs[i] >= cost then
+    local e = ts[i]
+    if (grain == 0 and e == t and cs[i] == cost) or
+       (grain > 0 and e >= t and floor(e / grain) == floor(t / grain) and cs[i] >= cost) then
       if cs[i] == cost then
         table.remove(ts, i)
         table.remove(cs, i)
@@ -432,44 +379,46 @@ local op = ARGV[1]
 
 if op == 'd' or op == 'p' then
   local write = op == 'd'
-  -- Rule specs, parsed once per run.
-  local nspec = tonumber(ARGV[2])
+  -- Rule specs, unpacked once per run.
+  local sp = ARGV[2]
+  local nspec, pos = sunpack('<B', sp, 1)
   local specs = {}
   for i = 1, nspec do
-    local f, n = {}, 0
-    for x in string.gmatch(ARGV[2 + i], '%S+') do
-      n = n + 1
-      f[n] = tonumber(x)
-    end
-    local spec = {ret = f[1], grain = f[2], rules = {}}
-    local j = 4
-    for r = 1, f[3] do
-      local rule = {limit = f[j], window = f[j + 1]}
-      j = j + 2
-      if rule.window == 0 then
-        rule.bounds = {f[j], f[j + 1], f[j + 2], f[j + 3]}
-        j = j + 4
+    local ret, grain, nrules
+    ret, grain, nrules, pos = sunpack('<I6I6B', sp, pos)
+    local spec = {ret = ret, grain = grain, rules = {}}
+    for r = 1, nrules do
+      local limit, window
+      limit, window, pos = sunpack('<I6I6', sp, pos)
+      local rule = {limit = limit, window = window}
+      if window == 0 then
+        local b0, b1, b2, b3
+        b0, b1, b2, b3, pos = sunpack('<I6I6I6I6', sp, pos)
+        rule.bounds = {b0, b1, b2, b3}
       end
       spec.rules[r] = rule
     end
     specs[i] = spec
   end
-  local a = 3 + nspec
-  local ndec = tonumber(ARGV[a])
-  a = a + 1
+  local dp = ARGV[3]
+  local ndec
+  ndec, pos = sunpack('<I2', dp, 1)
+  local idArg = 3 -- ARGV[4...] are the sub-log ids, in section order
   local reply, nr = {}, 0
   local touched, order = {}, {}
   for _ = 1, ndec do
-    local now = clock(ARGV[a])
-    local nsec = tonumber(ARGV[a + 1])
-    a = a + 2
+    local now, nsec
+    now, nsec, pos = sunpack('<I6B', dp, pos)
+    if now == 0 then now = clock(0) end
     local secs = {}
     local admitted = true
     local base = nr
     nr = nr + 2 + nsec -- now, admitted, record times; rule answers follow
     for si = 1, nsec do
-      local ki, id, spec, cost = tonumber(ARGV[a]), ARGV[a + 1], specs[tonumber(ARGV[a + 2])], tonumber(ARGV[a + 3])
-      a = a + 4
+      local ki, specIdx, cost
+      ki, specIdx, cost, pos = sunpack('<I2I2I6', dp, pos)
+      idArg = idArg + 1
+      local id, spec = ARGV[idArg], specs[specIdx]
       local k = loadKey(ki, now)
       local s = subFor(k, id, false)
       if s then decode(k, s, now) else s = EMPTY end
@@ -533,14 +482,17 @@ if op == 'r' or op == 'x' then
     if op == 'r' then
       local grain, t, cost = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
       a = a + 5
-      if s and refund(decode(k, s, now), t, cost, grain) == 1 then
+      if s and refund(decode(k, s, now), t, cost, grain, now) == 1 then
         done = done + 1
         touched[ki] = true
       end
     else
       a = a + 2
       if s then
-        k.subs[id] = nil
+        -- Forget the records, keeping the floor (see the header).
+        decode(k, s, now)
+        s.floor = newest(s)
+        s.ts, s.cs, s.tombs, s.rawOld = {}, {}, {}, FULL
         done = done + 1
         touched[ki] = true
       end

@@ -44,6 +44,8 @@ func main() {
 	runs := flag.Int("runs", 3, "runs of each design, alternated; medians are reported")
 	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap, freqcap-unbatched")
 	core := flag.String("redis-core", "0", "CPU list to pin redis-server to (taskset -c); empty: no pinning")
+	inFlight := flag.Int("inflight", 0, "freqcap: batched script runs in flight (0: the store's default)")
+	addr := flag.String("addr", "", "use this Redis (flushed before each design) instead of starting one, e.g. under valgrind --tool=callgrind")
 	flag.Parse()
 
 	data := makeData(*recipients, *sends, 5)
@@ -52,7 +54,7 @@ func main() {
 	names := strings.Split(*designs, ",")
 	for run := 0; run < *runs; run++ {
 		for _, name := range names {
-			r, err := measure(name, data, *recipients, *callers, *core)
+			r, err := measure(name, data, *recipients, *callers, *core, *addr, *inFlight)
 			if err != nil {
 				log.Fatalf("%s: %v", name, err)
 			}
@@ -116,16 +118,22 @@ func medians(rs []result) result {
 // decider is one design: decide one send at a simulated time.
 type decider func(ctx context.Context, s send, now time.Time) (bool, error)
 
-func measure(design string, data []send, recipients, callers int, core string) (result, error) {
-	srv, err := startRedis(core)
-	if err != nil {
-		return result{}, err
+func measure(design string, data []send, recipients, callers int, core, addr string, inFlight int) (result, error) {
+	if addr == "" {
+		srv, err := startRedis(core)
+		if err != nil {
+			return result{}, err
+		}
+		defer srv.stop()
+		addr = srv.addr
 	}
-	defer srv.stop()
-	client := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: callers + 8, ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: callers + 8, ContextTimeoutEnabled: true})
 	defer client.Close()
 	ctx := context.Background()
-	decide, closer, err := newDecider(design, client)
+	if err := client.FlushAll(ctx).Err(); err != nil {
+		return result{}, err
+	}
+	decide, closer, err := newDecider(design, client, inFlight)
 	if err != nil {
 		return result{}, err
 	}
@@ -199,10 +207,10 @@ func seedRules() []*limiter.Rule {
 // content caps by.
 func contentHash(c int8) string { return fmt.Sprintf("%016x", uint64(c+1)*0x9E3779B97F4A7C15) }
 
-func newDecider(design string, client *redis.Client) (decider, func(), error) {
+func newDecider(design string, client *redis.Client, inFlight int) (decider, func(), error) {
 	switch design {
 	case "freqcap", "freqcap-unbatched":
-		opts := limiter.RedisOptions{Timeout: 10 * time.Second}
+		opts := limiter.RedisOptions{Timeout: 10 * time.Second, InFlight: inFlight}
 		if design == "freqcap-unbatched" {
 			opts.InFlight, opts.MaxBatch = 64, 1
 		}

@@ -1,0 +1,361 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// adminDo sends a request to the running Caddy's admin endpoint.
+func adminDo(t *testing.T, method, path string) *answer {
+	t.Helper()
+	req, err := http.NewRequest(method, fmt.Sprintf("http://localhost:%d%s", adminPort(t), path), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("reading answer: %v", err)
+	}
+	return &answer{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// usageOf GETs the usage and returns it by rule.
+func usageOf(t *testing.T, name, query string) map[string]ruleUsage {
+	t.Helper()
+	a := adminDo(t, http.MethodGet, "/frequency_cap/"+name+"/usage?"+query)
+	expectStatus(t, a, http.StatusOK)
+	if ct := a.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	var u usageAnswer
+	if err := json.Unmarshal(a.body, &u); err != nil {
+		t.Fatalf("usage answer %s: %v", a.body, err)
+	}
+	if u.Name != name {
+		t.Errorf("usage answer names %q, want %q", u.Name, name)
+	}
+	out := make(map[string]ruleUsage, len(u.Rules))
+	for _, r := range u.Rules {
+		out[r.Rule] = r
+	}
+	return out
+}
+
+// expectUsage checks the rules answered, and used and remaining of each.
+func expectUsage(t *testing.T, got map[string]ruleUsage, want map[string][2]int64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("usage answers %d rules %v, want %d", len(got), got, len(want))
+	}
+	for rule, w := range want {
+		r, ok := got[rule]
+		if !ok {
+			t.Errorf("usage has no rule %s", rule)
+			continue
+		}
+		if r.Used != w[0] || r.Remaining != w[1] || r.Remaining != r.Limit-r.Used {
+			t.Errorf("%s: used %d remaining %d of %d, want used %d remaining %d", rule, r.Used, r.Remaining, r.Limit, w[0], w[1])
+		}
+	}
+}
+
+// TestAdminUsage proves, on both stores and through the real admin
+// endpoint, that GET answers for exactly the rules whose dimensions the
+// query gives, with limit, window, used, remaining and reset_after, and
+// records nothing; that DELETE forgets exactly those records (another
+// recipient's, and rules needing a dimension not given, keep theirs); and
+// that sending works on from the reset counts.
+func TestAdminUsage(t *testing.T) {
+	eachBackend(t, func(t *testing.T, redisLine string) {
+		up := startUpstream(t)
+		g := startGateway(t, seedSite(redisLine, up.addr(), "name push"))
+		send := func(to, content string) *answer {
+			return g.send("/v1/send", map[string]any{"to": to, "content": content})
+		}
+		for _, c := range []string{"c1", "c1", "c2"} {
+			expectStatus(t, send("alice", c), http.StatusOK)
+		}
+		expectStatus(t, send("bob", "c1"), http.StatusOK)
+
+		u := usageOf(t, "push", "recipient=alice")
+		expectUsage(t, u, map[string][2]int64{"recipient_minute": {3, 12}, "recipient_day": {3, 47}})
+		rm := u["recipient_minute"]
+		if rm.Limit != 15 || rm.Window != "1m0s" || !reflect.DeepEqual(rm.By, []string{"recipient"}) || rm.ResetAfter < 1 || rm.ResetAfter > 60 {
+			t.Errorf("recipient_minute: %+v", rm)
+		}
+		if rd := u["recipient_day"]; rd.Window != "24h0m0s" || rd.ResetAfter < 86000 || rd.ResetAfter > 86400 {
+			t.Errorf("recipient_day: %+v", rd)
+		}
+		full := usageOf(t, "push", "recipient=alice&content=c1")
+		expectUsage(t, full, map[string][2]int64{
+			"recipient_minute": {3, 12}, "recipient_day": {3, 47},
+			"same_content_59s": {2, 0}, "same_content_59m": {2, 3},
+		})
+		// Asking again records nothing, and neither did the GETs before.
+		expectUsage(t, usageOf(t, "push", "recipient=alice&content=c1"), map[string][2]int64{
+			"recipient_minute": {3, 12}, "recipient_day": {3, 47},
+			"same_content_59s": {2, 0}, "same_content_59m": {2, 3},
+		})
+		if a := send("alice", "c3"); a.header.Get("RateLimit") == "" || !strings.HasPrefix(a.header.Get("RateLimit"), `"recipient_minute";r=11;`) {
+			t.Fatalf("after the GETs, a send reports %q, want recipient_minute r=11", a.header.Get("RateLimit"))
+		}
+
+		a := adminDo(t, http.MethodDelete, "/frequency_cap/push/usage?recipient=alice")
+		expectStatus(t, a, http.StatusOK)
+		if m := a.json(t); m["name"] != "push" || !reflect.DeepEqual(m["reset"], []any{"recipient_minute", "recipient_day"}) {
+			t.Errorf("DELETE answered %s", a.body)
+		}
+		u = usageOf(t, "push", "recipient=alice&content=c1")
+		expectUsage(t, u, map[string][2]int64{
+			"recipient_minute": {0, 15}, "recipient_day": {0, 50},
+			"same_content_59s": {2, 0}, "same_content_59m": {2, 3},
+		})
+		if u["recipient_minute"].ResetAfter != 0 {
+			t.Errorf("an empty rolling window resets after %d s, want 0", u["recipient_minute"].ResetAfter)
+		}
+		expectUsage(t, usageOf(t, "push", "recipient=bob"), map[string][2]int64{"recipient_minute": {1, 14}, "recipient_day": {1, 49}})
+
+		// Same content is still refused: its rules needed content too.
+		denied := send("alice", "c1")
+		expectStatus(t, denied, http.StatusTooManyRequests)
+		if rule := denied.json(t)["rule"]; rule != "same_content_59s" {
+			t.Errorf("denied by %v, want same_content_59s", rule)
+		}
+		a = adminDo(t, http.MethodDelete, "/frequency_cap/push/usage?content=c1&recipient=alice")
+		expectStatus(t, a, http.StatusOK)
+		if m := a.json(t); !reflect.DeepEqual(m["reset"], []any{"recipient_minute", "recipient_day", "same_content_59s", "same_content_59m"}) {
+			t.Errorf("DELETE answered %s", a.body)
+		}
+		ok := send("alice", "c1")
+		expectStatus(t, ok, http.StatusOK)
+		if r := ok.header.Get("RateLimit"); !strings.HasPrefix(r, `"recipient_minute";r=14;`) {
+			t.Errorf("after the reset, RateLimit %q", r)
+		}
+	})
+}
+
+// TestAdminZone proves that for a calendar rule whose zone is a
+// placeholder, the zone parameter says in which zone to count (reset_after
+// runs to that zone's midnight) and that without it the fallback zone
+// applies, as it does for a send that names no zone.
+func TestAdminZone(t *testing.T) {
+	up := startUpstream(t)
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		name       local
+		key_prefix %s
+		dimension recipient {json.to}
+		rule local_day {
+			by       recipient
+			limit    3
+			calendar day {json.tz} Pacific/Auckland
+		}
+	}
+	reverse_proxy %s`, testPrefix(), up.addr()))
+	expectStatus(t, g.send("/", map[string]any{"to": "bob", "tz": "America/New_York"}), http.StatusOK)
+
+	for _, tc := range []struct{ query, zone string }{
+		{"recipient=bob&zone=America/New_York", "America/New_York"},
+		{"recipient=bob", "Pacific/Auckland"},
+	} {
+		u := usageOf(t, "local", tc.query)["local_day"]
+		if u.Used != 1 || u.Remaining != 2 || u.Window != "calendar day "+tc.zone {
+			t.Errorf("%s: %+v", tc.query, u)
+		}
+		if want := secondsToMidnight(t, tc.zone); math.Abs(float64(u.ResetAfter)-want) > 2 {
+			t.Errorf("%s: reset_after %d, want %v (midnight in %s)", tc.query, u.ResetAfter, want, tc.zone)
+		}
+	}
+}
+
+// TestAdminErrors proves every error answer of the admin API through the
+// real admin endpoint: its status and its JSON reason.
+func TestAdminErrors(t *testing.T) {
+	up := startUpstream(t)
+	startGateway(t, fmt.Sprintf(`
+	handle /push {
+		frequency_cap {
+			name push
+			key_prefix %s
+			dimension recipient {json.to}
+			dimension content   {json.content}
+			dimension unused    {json.unused}
+			rule recipient_minute {
+				by     recipient
+				limit  15
+				window 1m
+			}
+			rule same_content {
+				by     recipient content
+				limit  2
+				window 59s
+			}
+		}
+		reverse_proxy %s
+	}
+	handle /local {
+		frequency_cap {
+			name local
+			key_prefix %[1]s
+			dimension recipient {json.to}
+			rule local_day {
+				by       recipient
+				limit    3
+				calendar day {json.tz} Asia/Shanghai
+			}
+		}
+		reverse_proxy %[2]s
+	}
+	handle /down {
+		frequency_cap {
+			name down
+			redis {
+				address 127.0.0.1:%d
+				timeout 100ms
+			}
+			dimension recipient {json.to}
+			rule r {
+				by     recipient
+				limit  5
+				window 1m
+			}
+		}
+		reverse_proxy %[2]s
+	}`, testPrefix(), up.addr(), freePort(t)))
+
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		reason       string
+		dimension    string
+	}{
+		{"GET", "/frequency_cap/nope/usage?recipient=a", 404, "no frequency_cap handler named nope", ""},
+		{"DELETE", "/frequency_cap/nope/usage?recipient=a", 404, "no frequency_cap handler named nope", ""},
+		{"GET", "/frequency_cap/push", 404, "not found: use /frequency_cap/<name>/usage", ""},
+		{"GET", "/frequency_cap/", 404, "not found", ""},
+		{"GET", "/frequency_cap/push/usage/more?recipient=a", 404, "not found", ""},
+		{"GET", "/frequency_cap/push/used?recipient=a", 404, "not found", ""},
+		{"POST", "/frequency_cap/push/usage?recipient=a", 405, "method POST not allowed", ""},
+		{"PUT", "/frequency_cap/push/usage?recipient=a", 405, "method PUT not allowed", ""},
+		{"GET", "/frequency_cap/push/usage?who=a", 400, `unknown dimension "who" (push has content, recipient, unused)`, "who"},
+		{"DELETE", "/frequency_cap/push/usage?recipient=a&who=a", 400, `unknown dimension "who"`, "who"},
+		{"GET", "/frequency_cap/push/usage?recipient=", 400, "missing value for dimension recipient", "recipient"},
+		{"DELETE", "/frequency_cap/push/usage?recipient", 400, "missing value for dimension recipient", "recipient"},
+		{"GET", "/frequency_cap/push/usage?recipient=a&recipient=b", 400, "recipient given 2 times", "recipient"},
+		{"GET", "/frequency_cap/push/usage?recipient=%zz", 400, "malformed query", ""},
+		{"GET", "/frequency_cap/push/usage", 400, "no rule has all its dimensions given: recipient_minute (recipient), same_content (recipient, content)", ""},
+		{"GET", "/frequency_cap/push/usage?content=c1", 400, "no rule has all its dimensions given", ""},
+		{"DELETE", "/frequency_cap/push/usage?unused=x", 400, "no rule has all its dimensions given", ""},
+		{"GET", "/frequency_cap/push/usage?recipient=a&zone=Asia/Tokyo", 400, "zone: none of the rules given has a per-request zone", ""},
+		{"GET", "/frequency_cap/local/usage?recipient=a&zone=Not/A_Zone", 400, `zone: unknown zone "Not/A_Zone"`, ""},
+		{"GET", "/frequency_cap/local/usage?recipient=a&zone=", 400, "missing value for zone", ""},
+		{"GET", "/frequency_cap/local/usage?recipient=a&zone=UTC&zone=UTC", 400, "zone given 2 times", ""},
+		{"GET", "/frequency_cap/down/usage?recipient=a", 503, "frequency cap store unavailable", ""},
+		{"DELETE", "/frequency_cap/down/usage?recipient=a", 503, "frequency cap store unavailable", ""},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			a := adminDo(t, tc.method, tc.path)
+			expectStatus(t, a, tc.status)
+			if ct := a.header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+			m := a.json(t)
+			if reason, _ := m["error"].(string); !strings.Contains(reason, tc.reason) {
+				t.Errorf("error %q, want it to contain %q", reason, tc.reason)
+			}
+			if dim, _ := m["dimension"].(string); dim != tc.dimension {
+				t.Errorf("dimension %q, want %q", dim, tc.dimension)
+			}
+			if tc.status == 405 && a.header.Get("Allow") != "GET, DELETE" {
+				t.Errorf("Allow %q", a.header.Get("Allow"))
+			}
+		})
+	}
+}
+
+// TestAdminReload proves the name registry follows config reloads: a
+// reload of the same config (the new handler provisions before the old
+// one is cleaned up) keeps the name answering, with the counts; a config
+// without the name makes it 404; a renamed cap set answers by its new
+// name.
+func TestAdminReload(t *testing.T) {
+	up := startUpstream(t)
+	prefix := testPrefix()
+	site := func(name string) string {
+		return fmt.Sprintf(`
+	frequency_cap {
+		name       %s
+		key_prefix %s
+		dimension recipient {json.to}
+		rule r {
+			by     recipient
+			limit  5
+			window 1m
+		}
+	}
+	reverse_proxy %s`, name, prefix, up.addr())
+	}
+	g := startGateway(t, site("reload_a"))
+	expectStatus(t, g.send("/", map[string]any{"to": "alice"}), http.StatusOK)
+	expectUsage(t, usageOf(t, "reload_a", "recipient=alice"), map[string][2]int64{"r": {1, 4}})
+	g.reloadSame()
+	g.reloadSame()
+	expectUsage(t, usageOf(t, "reload_a", "recipient=alice"), map[string][2]int64{"r": {1, 4}})
+
+	g.load(site("reload_b"))
+	expectStatus(t, adminDo(t, http.MethodGet, "/frequency_cap/reload_a/usage?recipient=alice"), http.StatusNotFound)
+	expectUsage(t, usageOf(t, "reload_b", "recipient=alice"), map[string][2]int64{"r": {1, 4}})
+}
+
+// TestRegistryByInstance proves the admin API's registry tracks handler
+// instances, not names: of two handlers with one name (a reload, where
+// the new one provisions before the old one is cleaned up), the newer
+// answers; cleaning up the older leaves the newer in place, and only the
+// last Cleanup removes the name.
+func TestRegistryByInstance(t *testing.T) {
+	const cfg = `{"name": "registry_test", "dimensions": {"r": "{json.to}"}, "rules": [{"name": "%s", "by": ["r"], "limit": 1, "window": "1m"}]}`
+	old, err := load(t, fmt.Sprintf(cfg, "old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ruleOf := func() string {
+		cs := lookupCapSet("registry_test")
+		if cs == nil {
+			return ""
+		}
+		return cs.rules[0].rule.Name
+	}
+	if ruleOf() != "old" {
+		t.Fatalf("after the first Provision: %q", ruleOf())
+	}
+	cur, err := load(t, fmt.Sprintf(cfg, "new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ruleOf() != "new" {
+		t.Errorf("after the second Provision: %q, want the newer", ruleOf())
+	}
+	if err := old.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	if ruleOf() != "new" {
+		t.Errorf("after the older Cleanup: %q, want the newer still", ruleOf())
+	}
+	if err := cur.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	if ruleOf() != "" {
+		t.Errorf("after every Cleanup: %q, want none", ruleOf())
+	}
+}

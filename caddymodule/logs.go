@@ -1,0 +1,141 @@
+package caddymodule
+
+import (
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
+
+// warnInterval is how often, at most, a failing store is logged.
+const warnInterval = time.Second
+
+// logDenial logs a denial at debug, or, under dry_run, a denial that did
+// not happen at info: nothing else would show it. Dimension values are
+// logged only with log_values.
+func (h *Handler) logDenial(req *limiter.Request, d *limiter.Decision) {
+	level, msg := zapcore.DebugLevel, "denied"
+	if h.DryRun {
+		level, msg = zapcore.InfoLevel, "dry run: would deny"
+	}
+	ce := h.logger.Check(level, msg)
+	if ce == nil {
+		return
+	}
+	fields := []zap.Field{
+		zap.String("handler", h.Name),
+		zap.String("rule", d.Results[d.Denier].Rule.Name),
+		zap.Duration("retry_after", d.RetryAfter),
+	}
+	var others []string
+	for i := range d.Results {
+		if d.Results[i].Denied && i != d.Denier {
+			others = append(others, d.Results[i].Rule.Name)
+		}
+	}
+	if len(others) > 0 {
+		fields = append(fields, zap.Strings("also_denied_by", others))
+	}
+	if h.LogValues {
+		fields = append(fields, zap.Object("values", checkValues(req.Checks)))
+	}
+	ce.Write(fields...)
+}
+
+// checkValues is the dimension values of checks, as a log object.
+type checkValues []limiter.Check
+
+// MarshalLogObject implements zapcore.ObjectMarshaler.
+func (cv checkValues) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	seen := make(map[string]bool)
+	for _, c := range cv {
+		for i, dim := range c.Rule.By {
+			if !seen[dim] {
+				seen[dim] = true
+				enc.AddString(dim, c.Values[i])
+			}
+		}
+	}
+	return nil
+}
+
+// storeWarnings logs store failures at warn without flooding the log
+// during an outage: the first failure after a quiet interval is logged at
+// once, then at most one line per interval says how many failed in it.
+// A final line follows the last interval that saw failures, so every
+// failure is counted in some line.
+type storeWarnings struct {
+	logger   *zap.Logger
+	handler  string
+	onError  string
+	interval time.Duration
+
+	mu      sync.Mutex
+	timer   *time.Timer // set while an interval is running
+	pending int64       // failures since the last line
+	lastOp  string
+	lastErr error
+}
+
+// add notes one failure of the store operation op.
+func (w *storeWarnings) add(op string, err error) {
+	w.mu.Lock()
+	if w.timer != nil {
+		w.pending++
+		w.lastOp, w.lastErr = op, err
+		w.mu.Unlock()
+		return
+	}
+	w.timer = time.AfterFunc(w.interval, w.flush)
+	w.mu.Unlock()
+	w.write(1, op, err)
+}
+
+// flush ends an interval: it logs the failures the interval saw, and
+// starts another if there were any.
+func (w *storeWarnings) flush() {
+	w.mu.Lock()
+	n, op, err := w.pending, w.lastOp, w.lastErr
+	w.pending, w.lastErr = 0, nil
+	if n == 0 {
+		w.timer = nil
+		w.mu.Unlock()
+		return
+	}
+	w.timer = time.AfterFunc(w.interval, w.flush)
+	w.mu.Unlock()
+	w.write(n, op, err)
+}
+
+// stop logs what is pending and ends the intervals; it runs at Cleanup.
+func (w *storeWarnings) stop() {
+	w.mu.Lock()
+	n, op, err := w.pending, w.lastOp, w.lastErr
+	w.pending = 0
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	// A flush already running may start one more interval; it ends by
+	// itself, finding nothing pending.
+	w.timer = nil
+	w.mu.Unlock()
+	if n > 0 {
+		w.write(n, op, err)
+	}
+}
+
+func (w *storeWarnings) write(n int64, op string, err error) {
+	if w.logger == nil {
+		return
+	}
+	w.logger.Warn("frequency cap store failing",
+		zap.String("handler", w.handler),
+		zap.Int64("failures", n),
+		zap.Duration("interval", w.interval),
+		zap.String("op", op),
+		zap.String("on_error", w.onError),
+		zap.Error(err))
+}

@@ -1,0 +1,184 @@
+package caddymodule
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
+
+// The outcome label of caddy_frequency_cap_decisions_total. A decision
+// counts once for each rule it applied:
+//
+//	allowed       the request was admitted, and the rule counted it
+//	denied        the rule refused the request (a request refused by two
+//	              rules counts once for each); a rule that would have
+//	              admitted a refused request counts nothing
+//	dry_run_deny  as denied, under dry_run, where the request passed anyway
+//	error         the store failed or timed out, so the rule decided nothing
+//	              (whatever on_error then did with the request)
+//
+// Rules left out of a request (on_missing skip) count nothing.
+const (
+	outcomeAllowed    = "allowed"
+	outcomeDenied     = "denied"
+	outcomeDryRunDeny = "dry_run_deny"
+	outcomeError      = "error"
+)
+
+// The op label of the store series.
+const (
+	opDecide = "decide"
+	opRefund = "refund"
+	opUsage  = "usage"
+	opReset  = "reset"
+)
+
+// metrics are the collectors of every handler in the process. They are
+// made once, so that counts survive config reloads, and registered in the
+// registry of each config's context, which the admin endpoint serves at
+// /metrics. No label carries a dimension value: the series count depends
+// on the configuration, never on the traffic.
+var metrics struct {
+	once          sync.Once
+	decisions     *prometheus.CounterVec
+	storeDuration *prometheus.HistogramVec
+	storeErrors   *prometheus.CounterVec
+	refunds       *prometheus.CounterVec
+	missing       *prometheus.CounterVec
+}
+
+func initMetrics() {
+	const ns, sub = "caddy", "frequency_cap"
+	metrics.once.Do(func() {
+		metrics.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "decisions_total",
+			Help: "Frequency cap decisions, once per applied rule, by handler name, rule and outcome (allowed, denied, dry_run_deny, error).",
+		}, []string{"handler", "rule", "outcome"})
+		metrics.storeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub, Name: "store_duration_seconds",
+			Help:    "Time spent in frequency cap store calls, by handler name and operation (decide, refund, usage, reset).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}, []string{"handler", "op"})
+		metrics.storeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "store_errors_total",
+			Help: "Frequency cap store calls that failed or timed out, by handler name and operation.",
+		}, []string{"handler", "op"})
+		metrics.refunds = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "refunds_total",
+			Help: "Admitted requests whose quota was given back (refund_on), by handler name.",
+		}, []string{"handler"})
+		metrics.missing = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "missing_dimensions_total",
+			Help: "Requests in which a dimension had no value, by handler name and dimension name.",
+		}, []string{"handler", "dimension"})
+	})
+}
+
+// registerMetrics adds the collectors to a config's registry; a second
+// handler of the same config finds them there already.
+func registerMetrics(reg *prometheus.Registry) error {
+	initMetrics()
+	if reg == nil {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{metrics.decisions, metrics.storeDuration, metrics.storeErrors, metrics.refunds, metrics.missing} {
+		if err := reg.Register(c); err != nil {
+			var dup prometheus.AlreadyRegisteredError
+			if !errors.As(err, &dup) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// handlerMetrics are one handler's series, looked up once at Provision so
+// that the request path does no label hashing.
+type handlerMetrics struct {
+	rules   map[*limiter.Rule]*ruleMetrics
+	missing []prometheus.Counter // by index into Handler.dims
+	decide  storeOp
+	refund  storeOp
+	refunds prometheus.Counter
+}
+
+type ruleMetrics struct {
+	allowed, denied, dryRunDeny, failed prometheus.Counter
+}
+
+// storeOp is the latency and error series of one store operation.
+type storeOp struct {
+	duration prometheus.Observer
+	errors   prometheus.Counter
+}
+
+func newStoreOp(handler, op string) storeOp {
+	return storeOp{
+		duration: metrics.storeDuration.WithLabelValues(handler, op),
+		errors:   metrics.storeErrors.WithLabelValues(handler, op),
+	}
+}
+
+// observe records one call that started at start and ended with err.
+func (o storeOp) observe(start time.Time, err error) {
+	o.duration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		o.errors.Inc()
+	}
+}
+
+// provisionMetrics registers the collectors in ctx's registry and creates
+// the handler's series, so that they read 0 before anything happens.
+func (h *Handler) provisionMetrics(ctx caddy.Context) error {
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
+	m := &handlerMetrics{
+		rules:   make(map[*limiter.Rule]*ruleMetrics, len(h.rules)),
+		decide:  newStoreOp(h.Name, opDecide),
+		refund:  newStoreOp(h.Name, opRefund),
+		refunds: metrics.refunds.WithLabelValues(h.Name),
+	}
+	for _, cr := range h.rules {
+		m.rules[cr.rule] = &ruleMetrics{
+			allowed:    metrics.decisions.WithLabelValues(h.Name, cr.rule.Name, outcomeAllowed),
+			denied:     metrics.decisions.WithLabelValues(h.Name, cr.rule.Name, outcomeDenied),
+			dryRunDeny: metrics.decisions.WithLabelValues(h.Name, cr.rule.Name, outcomeDryRunDeny),
+			failed:     metrics.decisions.WithLabelValues(h.Name, cr.rule.Name, outcomeError),
+		}
+	}
+	for _, d := range h.dims {
+		m.missing = append(m.missing, metrics.missing.WithLabelValues(h.Name, d.name))
+	}
+	h.metrics = m
+	return nil
+}
+
+// countDecision counts a decision once for each rule it applied (see the
+// outcome constants).
+func (m *handlerMetrics) countDecision(d *limiter.Decision, dryRun bool) {
+	for i := range d.Results {
+		res := &d.Results[i]
+		rm := m.rules[res.Rule]
+		switch {
+		case d.Allowed:
+			rm.allowed.Inc()
+		case res.Denied && dryRun:
+			rm.dryRunDeny.Inc()
+		case res.Denied:
+			rm.denied.Inc()
+		}
+	}
+}
+
+// countFailure counts a decision the store could not make.
+func (m *handlerMetrics) countFailure(req *limiter.Request) {
+	for i := range req.Checks {
+		m.rules[req.Checks[i].Rule].failed.Inc()
+	}
+}

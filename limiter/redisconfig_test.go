@@ -1,0 +1,301 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freqcap/caddy-freqcap/internal/redistest"
+)
+
+// newConfiguredStore builds the client from cfg as the Caddy module does and
+// a store on it; both are closed at test end.
+func newConfiguredStore(t *testing.T, cfg RedisConfig, prefix string) (*Redis, redis.UniversalClient) {
+	t.Helper()
+	client, err := cfg.NewClient()
+	if err != nil {
+		t.Fatalf("NewClient(%+v): %v", cfg, err)
+	}
+	t.Cleanup(func() { client.Close() })
+	s := NewRedis(client, RedisOptions{Prefix: prefix, Timeout: cfg.EffectiveTimeout()})
+	t.Cleanup(func() { s.Close() })
+	return s, client
+}
+
+// seedRound sends three identical messages to who with the seed config: the
+// first two are admitted, the third is denied by same_content_59s. It also
+// checks that a refund gives one back and that Reset forgets the content
+// log, so every script op runs through the configured client.
+func seedRound(t *testing.T, s Store, who string) {
+	t.Helper()
+	ctx := context.Background()
+	r := req(time.Time{}, vals{"recipient": who, "content": "hi"}, seedRules()...)
+	var id string
+	for i := 0; i < 3; i++ {
+		d, err := s.Decide(ctx, r)
+		if err != nil {
+			t.Fatalf("decision %d for %s: %v", i, who, err)
+		}
+		if want := i < 2; d.Allowed != want {
+			t.Fatalf("decision %d for %s: allowed %v, want %v", i, who, d.Allowed, want)
+		}
+		if i == 0 {
+			id = d.ID
+		}
+	}
+	if ok, err := s.Refund(ctx, id); err != nil || !ok {
+		t.Fatalf("refund: %v %v", ok, err)
+	}
+	d, err := s.Usage(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Results[0].Used != 1 || d.Results[2].Used != 1 {
+		t.Fatalf("after a refund: used %d and %d, want 1 and 1", d.Results[0].Used, d.Results[2].Used)
+	}
+	if err := s.Reset(ctx, r); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+}
+
+// The Sentinel configuration (addresses = the sentinel, sentinel_master)
+// reaches the master the sentinel names, and keeps working after the
+// sentinel promotes the replica: decisions move to the new master by
+// themselves, and the history recorded before the failover (replicated)
+// still counts there. The test reports how many decisions the old master
+// took after the promotion: those are lost when it resyncs.
+func TestRedisConfigSentinel(t *testing.T) {
+	st := redistest.StartSentinel(t)
+	cfg := RedisConfig{Addresses: []string{st.Addr}, SentinelMaster: st.MasterName, Timeout: 500 * time.Millisecond}
+	s, _ := newConfiguredStore(t, cfg, "sent:")
+	seedRound(t, s, "alice")
+
+	ctx := context.Background()
+	rules := seedRules()
+	r := req(time.Time{}, vals{"recipient": "bob", "content": "news"}, rules...)
+	for i := 0; i < 2; i++ {
+		if d, err := s.Decide(ctx, r); err != nil || !d.Allowed {
+			t.Fatalf("decision %d before the failover: %v %v", i, d, err)
+		}
+	}
+	master := redis.NewClient(&redis.Options{Addr: st.Master.Addr})
+	defer master.Close()
+	if n := master.Exists(ctx, keyFor("sent:", "recipient", "bob")).Val(); n != 1 {
+		t.Fatalf("bob's key is not on the master the sentinel names")
+	}
+	// Wait for the replica to hold the writes, as a failover needs them.
+	if n, err := master.Wait(ctx, 1, time.Second).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT for the replica: %d %v", n, err)
+	}
+
+	took := st.Failover(t)
+	var failed int
+	start := time.Now()
+	for {
+		if _, err := s.Usage(ctx, r); err == nil {
+			break
+		}
+		failed++
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("no call succeeded within 10 s of the failover")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	recovered := time.Since(start)
+	// The old master still takes writes until the sentinel turns it into a
+	// replica (at its next poll, up to 10 s on); the client moves to the
+	// new master when the sentinel announces +switch-master. Decisions in
+	// between land on the old master and are lost when it resyncs.
+	newMaster := redis.NewClient(&redis.Options{Addr: st.Master.Addr})
+	defer newMaster.Close()
+	onOld := 0
+	for i := 0; ; i++ {
+		who := fmt.Sprint("probe", i)
+		d, err := s.Decide(ctx, req(time.Time{}, vals{"recipient": who, "content": "x"}, rules...))
+		if err == nil && d.Allowed && newMaster.Exists(ctx, keyFor("sent:", "recipient", who)).Val() == 1 {
+			break
+		}
+		if err == nil {
+			onOld++
+		}
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("decisions did not reach the promoted master %s within 15 s of the failover", st.Master.Addr)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	moved := time.Since(start)
+	// The history recorded before the failover reached the new master.
+	if d, err := s.Decide(ctx, r); err != nil || d.Allowed {
+		t.Fatalf("third identical message after the failover: %v %v; want denied, from the replicated history", d, err)
+	}
+	seedRound(t, s, "carol")
+	t.Logf("sentinel failover took %s; first call after it succeeded %s later (after %d failed attempts); decisions reached the new master %s later, %d decisions admitted by the old master in between",
+		took, recovered.Round(time.Millisecond), failed, moved.Round(time.Millisecond), onOld)
+}
+
+// tls + tls_ca: the store talks to a TLS-only server whose certificate
+// comes from a CA the test made, by addresses and by a rediss:// URL.
+// Without the CA, or to the TLS port without TLS, decisions fail with the
+// store's sentinel errors rather than hanging or panicking.
+func TestRedisConfigTLS(t *testing.T) {
+	srv := redistest.StartTLS(t)
+	t.Run("addresses", func(t *testing.T) {
+		s, _ := newConfiguredStore(t, RedisConfig{Addresses: []string{srv.Addr}, TLS: true, TLSCA: srv.CAFile, Timeout: time.Second}, "tls:")
+		seedRound(t, s, "alice")
+	})
+	t.Run("url", func(t *testing.T) {
+		s, _ := newConfiguredStore(t, RedisConfig{URL: "rediss://" + srv.Addr + "/0", TLSCA: srv.CAFile, Timeout: time.Second}, "tlsurl:")
+		seedRound(t, s, "bob")
+	})
+	t.Run("server name", func(t *testing.T) {
+		port := srv.Addr[strings.LastIndexByte(srv.Addr, ':'):]
+		s, _ := newConfiguredStore(t, RedisConfig{Addresses: []string{"localhost" + port}, TLS: true, TLSCA: srv.CAFile, TLSServerName: "localhost", Timeout: time.Second}, "tlsname:")
+		seedRound(t, s, "carol")
+	})
+	for _, c := range []struct {
+		name string
+		cfg  RedisConfig
+	}{
+		{"unknown CA", RedisConfig{Addresses: []string{srv.Addr}, TLS: true, Timeout: time.Second}},
+		{"wrong server name", RedisConfig{Addresses: []string{srv.Addr}, TLS: true, TLSCA: srv.CAFile, TLSServerName: "elsewhere.example", Timeout: time.Second}},
+		{"plain text", RedisConfig{Addresses: []string{srv.Addr}, Timeout: 300 * time.Millisecond}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, _ := newConfiguredStore(t, c.cfg, "tlsbad:")
+			_, err := s.Decide(context.Background(), req(time.Time{}, vals{"recipient": "x", "content": "y"}, seedRules()...))
+			if err == nil || !(errors.Is(err, ErrStore) || errors.Is(err, ErrTimeout)) {
+				t.Fatalf("decide: %v; want ErrStore or ErrTimeout", err)
+			}
+			t.Logf("fails as it should: %v", err)
+		})
+	}
+	if _, err := (&RedisConfig{Addresses: []string{srv.Addr}, TLS: true, TLSCA: srv.CAFile + ".missing"}).NewClient(); err == nil {
+		t.Fatal("NewClient accepted a missing tls_ca file")
+	}
+}
+
+// aclRules are the ACL rules a gateway's user needs: EVALSHA, and EVAL for
+// when the script cache is empty (a restart, SCRIPT FLUSH, a new master),
+// and what the script calls through redis.call, which Redis checks against
+// the same user: GET, SET, DEL, TIME. Keys are limited to the prefix. HELLO
+// and AUTH run before the user is authenticated and need no rule; go-redis
+// ignores a refused CLIENT SETINFO.
+var aclRules = []string{"on", ">secret", "~freqcap:*", "-@all", "+evalsha", "+eval", "+get", "+set", "+del", "+time"}
+
+// An ACL user restricted to the key prefix and the commands above: every
+// store operation works with it (also after SCRIPT FLUSH, through EVAL),
+// and the user can touch no key outside the prefix, neither directly nor
+// through a script, and run no other command, in a script or not. (Inside
+// the prefix it can GET, SET and DEL directly: Redis 7 ACLs cannot tell a
+// script's calls from the user's own.) A store configured with another
+// prefix fails with ErrStore.
+func TestRedisConfigACL(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer admin.Close()
+	if err := aclSetUser(ctx, admin, "gw", aclRules...); err != nil {
+		t.Fatalf("ACL SETUSER: %v", err)
+	}
+	admin.Set(ctx, "other:secret", "42", 0)
+
+	cfg := RedisConfig{Addresses: []string{srv.Addr}, Username: "gw", Password: "secret", Timeout: time.Second}
+	s, client := newConfiguredStore(t, cfg, "freqcap:")
+	seedRound(t, s, "alice")
+	if err := admin.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	seedRound(t, s, "bob") // EVALSHA gets NOSCRIPT, EVAL loads it again
+
+	denied := []struct {
+		what string
+		err  error
+	}{
+		{"GET outside the prefix", client.Get(ctx, "other:secret").Err()},
+		{"SET outside the prefix", client.Set(ctx, "other:x", "1", 0).Err()},
+		{"script GET outside the prefix", client.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{"other:secret"}).Err()},
+		{"script GET of an undeclared key", client.Eval(ctx, "return redis.call('GET', 'other:secret')", []string{"freqcap:x"}).Err()},
+		{"script DEL outside the prefix", client.Eval(ctx, "return redis.call('DEL', 'other:secret')", nil).Err()},
+		{"script INCR inside the prefix", client.Eval(ctx, "return redis.call('INCR', KEYS[1])", []string{"freqcap:x"}).Err()},
+		{"KEYS", client.Keys(ctx, "*").Err()},
+		{"FLUSHALL", client.FlushAll(ctx).Err()},
+		{"CONFIG GET", client.ConfigGet(ctx, "*").Err()},
+		{"SCRIPT FLUSH", client.ScriptFlush(ctx).Err()},
+	}
+	for _, d := range denied {
+		if d.err == nil || !isPermissionError(d.err) {
+			t.Errorf("%s: %v; want a permission error", d.what, d.err)
+		}
+	}
+	if v := admin.Get(ctx, "other:secret").Val(); v != "42" {
+		t.Fatalf("a key outside the prefix changed: %q", v)
+	}
+
+	other, _ := newConfiguredStore(t, cfg, "other:")
+	_, err := other.Decide(ctx, req(time.Time{}, vals{"recipient": "x", "content": "y"}, seedRules()...))
+	if !errors.Is(err, ErrStore) || !isPermissionError(err) {
+		t.Fatalf("a store outside the user's prefix: %v; want ErrStore with NOPERM", err)
+	}
+
+	// A wrong password is refused, as a store error.
+	bad, _ := newConfiguredStore(t, RedisConfig{Addresses: []string{srv.Addr}, Username: "gw", Password: "wrong", Timeout: time.Second}, "freqcap:")
+	if _, err := bad.Decide(ctx, req(time.Time{}, vals{"recipient": "x", "content": "y"}, seedRules()...)); !errors.Is(err, ErrStore) {
+		t.Fatalf("wrong password: %v; want ErrStore", err)
+	}
+}
+
+// A redis://user:pass@host:port/db URL selects the user and the database:
+// the records land in database 3 and nowhere else. (A user on a database
+// other than 0 also needs +select.)
+func TestRedisConfigURL(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer admin.Close()
+	if err := aclSetUser(ctx, admin, "gw", append(aclRules, "+select")...); err != nil {
+		t.Fatalf("ACL SETUSER: %v", err)
+	}
+	url := fmt.Sprintf("redis://gw:secret@%s/3", srv.Addr)
+	s, _ := newConfiguredStore(t, RedisConfig{URL: url, Timeout: time.Second}, "freqcap:")
+	seedRound(t, s, "alice")
+	if _, err := s.Decide(ctx, req(time.Time{}, vals{"recipient": "bob", "content": "hi"}, seedRules()...)); err != nil {
+		t.Fatal(err)
+	}
+	sizes := map[int]int64{}
+	for _, db := range []int{0, 3} {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: db})
+		sizes[db] = c.DBSize(ctx).Val()
+		c.Close()
+	}
+	if sizes[3] == 0 || sizes[0] != 0 {
+		t.Fatalf("keys per database %v; want them in 3 only", sizes)
+	}
+	// Without +select the user cannot use database 3: every decision fails.
+	if err := admin.Do(ctx, "ACL", "SETUSER", "gw", "-select").Err(); err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := newConfiguredStore(t, RedisConfig{URL: url, Timeout: time.Second}, "freqcap:")
+	if _, err := s2.Decide(ctx, req(time.Time{}, vals{"recipient": "carol", "content": "hi"}, seedRules()...)); !errors.Is(err, ErrStore) {
+		t.Fatalf("database 3 without +select: %v; want ErrStore", err)
+	}
+}
+
+// isPermissionError matches the ways Redis 7 refuses a command or key to
+// an ACL user, directly (NOPERM) or inside a script.
+func isPermissionError(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "NOPERM") || strings.Contains(m, "can't run this command") || strings.Contains(m, "can't access")
+}
+
+func aclSetUser(ctx context.Context, admin *redis.Client, user string, rules ...string) error {
+	args := []any{"ACL", "SETUSER", user}
+	for _, r := range rules {
+		args = append(args, r)
+	}
+	return admin.Do(ctx, args...).Err()
+}
