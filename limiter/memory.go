@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"bytes"
 	"context"
 	"hash/maphash"
 	"sync"
@@ -109,10 +110,22 @@ func (m *Memory) decide(req *Request, record bool) (*Decision, error) {
 	m.lock(p)
 	defer m.unlock(p)
 
+	// Each key is looked up (and pruned) once, however many sections read it.
+	keys := p.memKeys[:0]
 	admitted := true
 	for si := range p.sections {
 		s := &p.sections[si]
-		l := m.find(p.key(s), p.sub(s), now)
+		k := m.sameKey(p, si, keys)
+		if k == nil && !p.keySeen(si) {
+			k = m.live(m.shard(p.key(s)), p.key(s), now)
+		}
+		keys = append(keys, k)
+		l := &emptyLog
+		if k != nil {
+			if found := k.find(p.sub(s)); found != nil {
+				l = found
+			}
+		}
 		for ri := s.r0; ri < s.r1; ri++ {
 			r, err := l.evaluate(&p.rules[ri], s.cost, now)
 			if err != nil {
@@ -122,10 +135,17 @@ func (m *Memory) decide(req *Request, record bool) (*Decision, error) {
 			p.raw = append(p.raw, r)
 		}
 	}
+	p.memKeys = keys
 	if admitted && record {
 		for si := range p.sections {
 			s := &p.sections[si]
-			k := m.keyFor(p.key(s), now)
+			k := keys[si]
+			if k == nil {
+				if k = m.sameKey(p, si, keys); k == nil {
+					k = m.keyFor(p.key(s), now)
+				}
+				keys[si] = k
+			}
 			l := k.sub(p.sub(s))
 			l.retention = s.retention
 			if s.cost > 0 {
@@ -262,15 +282,15 @@ func (m *Memory) live(sh *memShard, key []byte, now int64) *memKey {
 	return k
 }
 
-// find returns the sub-log for reading; an empty one when there is none.
-// The caller holds the shard lock.
-func (m *Memory) find(key, sub []byte, now int64) *subLog {
-	if k := m.live(m.shard(key), key, now); k != nil {
-		if l := k.find(sub); l != nil {
-			return l
+// sameKey returns the key an earlier section of p with the same key has
+// already looked up, or nil.
+func (m *Memory) sameKey(p *plan, si int, keys []*memKey) *memKey {
+	for j := 0; j < si && j < len(keys); j++ {
+		if keys[j] != nil && bytes.Equal(p.key(&p.sections[j]), p.key(&p.sections[si])) {
+			return keys[j]
 		}
 	}
-	return &emptyLog
+	return nil
 }
 
 // emptyLog stands for a missing log when reading; nothing writes to it.

@@ -17,7 +17,8 @@ type plan struct {
 	rules    []planRule // section i owns rules[r0:r1]
 	raw      []rawResult
 	checkSec []int // section of each check
-	shards   []int // memory store: shard indices to lock, ascending
+	shards   []int     // memory store: shard indices to lock, ascending
+	memKeys  []*memKey // memory store: each section's key, once looked up
 	id       []byte
 }
 
@@ -59,6 +60,8 @@ func (p *plan) release() {
 	}
 	p.buf, p.sections, p.rules, p.raw = p.buf[:0], p.sections[:0], p.rules[:0], p.raw[:0]
 	p.checkSec, p.shards, p.id = p.checkSec[:0], p.shards[:0], p.id[:0]
+	clear(p.memKeys)
+	p.memKeys = p.memKeys[:0]
 	plans.Put(p)
 }
 
@@ -185,6 +188,17 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 // these counts in a byte.
 const maxSections = 255
 
+// keySeen reports whether an earlier section has the same key as section
+// si (so that a missing key is not looked up twice).
+func (p *plan) keySeen(si int) bool {
+	for j := 0; j < si; j++ {
+		if bytes.Equal(p.key(&p.sections[j]), p.key(&p.sections[si])) {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *plan) firstCheck(si int) int {
 	for i, csi := range p.checkSec {
 		if csi == si {
@@ -232,6 +246,14 @@ func (p *plan) finish(req *Request, now int64, admitted bool) *Decision {
 // newDecision allocates a Decision and its results together: one allocation
 // for up to eight rules.
 func newDecision(n int) *Decision {
+	if n <= 4 {
+		box := &struct {
+			d   Decision
+			res [4]Result
+		}{}
+		box.d.Results = box.res[:n:n]
+		return &box.d
+	}
 	if n <= 8 {
 		box := &struct {
 			d   Decision

@@ -46,7 +46,8 @@ type RedisOptions struct {
 	// (go-redis: ContextTimeoutEnabled) for the bound to cut a call short.
 	Timeout time.Duration
 	// InFlight is how many batched script runs may be in flight at once
-	// (standalone and Sentinel). Default 4.
+	// (standalone and Sentinel). Default 2: fewer runs in flight make
+	// bigger batches under load, and a lone decision never waits.
 	InFlight int
 	// MaxBatch is the most decisions in one script run. Default 64, at
 	// most 100.
@@ -69,7 +70,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 		opts.Timeout = DefaultTimeout
 	}
 	if opts.InFlight <= 0 {
-		opts.InFlight = 4
+		opts.InFlight = 2
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 64
