@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // What an expression needs from the request body.
@@ -34,6 +35,9 @@ func needsOf(expr string) int {
 type body struct {
 	json any
 	form url.Values
+	// ambiguous is a form field asked for that the body repeats with
+	// different values.
+	ambiguous string
 }
 
 // provide answers the {json.<path>} and {form.<field>} placeholders; it is
@@ -49,13 +53,32 @@ func (b *body) provide(key string) (any, bool) {
 		if b.form == nil {
 			return nil, false
 		}
-		vs, ok := b.form[key[len("form."):]]
+		field := key[len("form."):]
+		vs, ok := b.form[field]
 		if !ok || len(vs) == 0 {
 			return nil, false
+		}
+		// Parsers disagree on which of repeated fields counts (Go and
+		// Python take the first, PHP and Rails the last): counting one
+		// while the upstream delivers to another would dodge the cap.
+		for _, v := range vs[1:] {
+			if v != vs[0] {
+				b.ambiguous = field
+				return nil, false
+			}
 		}
 		return vs[0], true
 	}
 	return nil, false
+}
+
+// failure is the answer to a request whose body gave an ambiguous value,
+// or nil; b may be nil.
+func (b *body) failure() *failure {
+	if b == nil || b.ambiguous == "" {
+		return nil
+	}
+	return &failure{status: http.StatusBadRequest, reason: "request body repeats form field " + strconv.Quote(b.ambiguous) + " with different values"}
 }
 
 // readBody reads the request body once, at most maxBody bytes, parses what
@@ -110,8 +133,16 @@ func tooLarge(limit int64) *failure {
 	return &failure{status: http.StatusRequestEntityTooLarge, reason: fmt.Sprintf("request body is larger than max_body (%d bytes)", limit)}
 }
 
-// parseJSON decodes exactly one JSON value, keeping numbers as sent.
+// parseJSON decodes exactly one JSON value, keeping numbers as sent. It
+// refuses bodies on whose values two readers could disagree: bytes that
+// are not UTF-8 (RFC 8259 §8.1; decoding would turn distinct ones into the
+// same U+FFFD) and an object that names a member twice (parsers differ on
+// which one counts, so a sender could be counted under one recipient and
+// delivered to another).
 func parseJSON(raw []byte) (any, error) {
+	if !utf8.Valid(raw) {
+		return nil, errors.New("not UTF-8")
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -124,7 +155,88 @@ func parseJSON(raw []byte) (any, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("data after the JSON value")
 	}
+	if name, ok := repeatedName(raw); ok {
+		return nil, fmt.Errorf("an object names %q twice", name)
+	}
 	return v, nil
+}
+
+// repeatedName returns a name that some object of raw, one valid JSON
+// value, gives to two members ("a" and "\u0061" are one name).
+func repeatedName(raw []byte) (string, bool) {
+	type level struct {
+		object bool
+		names  nameSet
+	}
+	var buf [8]level
+	stack, wantName := buf[:0], false
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '{':
+			stack = append(stack, level{object: true})
+			wantName = true
+		case '[':
+			stack = append(stack, level{})
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+		case ',':
+			wantName = stack[len(stack)-1].object
+		case '"':
+			j, escaped := i+1, false
+			for raw[j] != '"' {
+				if raw[j] == '\\' {
+					escaped = true
+					j++
+				}
+				j++
+			}
+			if wantName {
+				wantName = false
+				name := raw[i+1 : j]
+				if escaped {
+					var s string
+					_ = json.Unmarshal(raw[i:j+1], &s) // valid: Decode read it
+					name = []byte(s)
+				}
+				if !stack[len(stack)-1].names.add(name) {
+					return string(name), true
+				}
+			}
+			i = j
+		}
+	}
+	return "", false
+}
+
+// nameSet holds the member names of one object.
+type nameSet struct {
+	list [][]byte
+	set  map[string]struct{} // instead of list, once there are many
+}
+
+// add adds name and reports whether it was new.
+func (s *nameSet) add(name []byte) bool {
+	if s.set == nil {
+		for _, n := range s.list {
+			if bytes.Equal(n, name) {
+				return false
+			}
+		}
+		if len(s.list) < 16 {
+			s.list = append(s.list, name)
+			return true
+		}
+		s.set = make(map[string]struct{}, 2*len(s.list))
+		for _, n := range s.list {
+			s.set[string(n)] = struct{}{}
+		}
+		s.list = nil
+	}
+	if _, dup := s.set[string(name)]; dup {
+		return false
+	}
+	s.set[string(name)] = struct{}{}
+	return true
 }
 
 // lookupJSON follows a dotted path (object keys and array indices) and

@@ -214,9 +214,10 @@ func (h *Handler) Cleanup() error {
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	var b *body
 	if h.needs != 0 {
-		b, fail := readBody(r, h.needs, h.MaxBody)
-		if fail != nil {
+		var fail *failure
+		if b, fail = readBody(r, h.needs, h.MaxBody); fail != nil {
 			undecided(repl)
 			return fail.write(w)
 		}
@@ -224,6 +225,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 
 	req, fail := h.request(repl)
+	if bad := b.failure(); bad != nil {
+		// Reported rather than the missing value it also made.
+		fail = bad
+	}
 	if fail != nil {
 		undecided(repl)
 		return fail.write(w)

@@ -10,6 +10,11 @@ import (
 	"github.com/caddyserver/caddy/v2"
 )
 
+// scratchDir is a directory that lives as long as the test binary: Caddy's
+// data and config directories, and the Caddy binary built for the tests
+// that run real Caddy processes.
+var scratchDir string
+
 // TestMain keeps the in-process Caddy of the end-to-end tests from writing
 // into the user's Caddy data and config directories.
 func TestMain(m *testing.M) {
@@ -17,6 +22,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	scratchDir = dir
 	os.Setenv("XDG_DATA_HOME", dir)
 	os.Setenv("XDG_CONFIG_HOME", dir)
 	code := m.Run()

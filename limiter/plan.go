@@ -16,7 +16,7 @@ type plan struct {
 	sections []section
 	rules    []planRule // section i owns rules[r0:r1]
 	raw      []rawResult
-	checkSec []int // section of each check
+	checkSec []int     // section of each check
 	shards   []int     // memory store: shard indices to lock, ascending
 	memKeys  []*memKey // memory store: each section's key, once looked up
 	id       []byte
