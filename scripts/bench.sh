@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Reproduces every performance figure of the README, side by side in one
+# run, on this machine (2 cores: Redis is pinned to core 0, the clients to
+# core 1). Takes about 15 minutes with the defaults; RECIPIENTS=20000 RUNS=1
+# makes a quick check of it.
+#
+#   bash scripts/bench.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RECIPIENTS=${RECIPIENTS:-200000}
+RUNS=${RUNS:-3}
+out=${OUT:-/tmp/freqcap-bench}
+mkdir -p "$out"
+
+echo "== machine"
+nproc
+grep -m1 'model name' /proc/cpuinfo || true
+redis-server --version
+go version
+
+echo "== memory store: one decision of the seed config (go test -bench, $RUNS runs)"
+go test -run '^$' -bench 'MemoryDecide' -benchmem -count "$RUNS" ./limiter | tee "$out/memory.txt"
+
+echo "== Redis: seed-002 ZSET design vs this store, one Redis core, 32 callers"
+go build -o "$out/redisbench" ./examples/redisbench
+taskset -c 1 "$out/redisbench" -recipients "$RECIPIENTS" -runs "$RUNS" -designs zset4,freqcap | tee "$out/redis.txt"
+
+echo "== through Caddy: reverse_proxy alone (A) vs with frequency_cap (B), alternating"
+go build -o "$out/caddy" ./cmd/caddy
+go run ./examples/loadgen -caddy "$out/caddy" -runs "$RUNS" | tee "$out/caddy.txt"
