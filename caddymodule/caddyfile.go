@@ -92,7 +92,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "redis":
 			err = h.unmarshalRedis(d)
 		case "key_prefix":
-			h.KeyPrefix, err = oneArg(d)
+			if h.KeyPrefix, err = oneArg(d); err == nil && strings.ContainsAny(h.KeyPrefix, "{}") {
+				err = d.Errf("key_prefix %q must not contain { or }: the first dimension's value is the Redis Cluster hash tag", h.KeyPrefix)
+			}
 		case "on_error":
 			h.OnError, err = oneOf(d, OnErrorAllow, OnErrorDeny)
 		case "on_missing":
@@ -216,6 +218,9 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 	if rc.Cluster && rc.SentinelMaster != "" {
 		return d.Err("redis cluster and sentinel_master exclude each other")
 	}
+	if rc.Cluster && rc.DB != 0 {
+		return d.Err("redis cluster has only db 0")
+	}
 	return nil
 }
 
@@ -266,6 +271,9 @@ func (h *Handler) unmarshalDimension(d *caddyfile.Dispenser) error {
 	name, expr := args[0], args[1]
 	if !limiter.ValidDimensionName(name) {
 		return d.Errf("dimension %q: invalid name (a letter or '_', then letters, digits, '_', '.', '-')", name)
+	}
+	if strings.TrimSpace(expr) == "" {
+		return d.Errf("dimension %s: empty expression", name)
 	}
 	if _, dup := h.Dimensions[name]; dup {
 		return d.Errf("dimension %s already declared", name)

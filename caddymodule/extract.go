@@ -35,9 +35,6 @@ func needsOf(expr string) int {
 type body struct {
 	json any
 	form url.Values
-	// ambiguous is a form field asked for that the body repeats with
-	// different values.
-	ambiguous string
 }
 
 // provide answers the {json.<path>} and {form.<field>} placeholders; it is
@@ -53,32 +50,13 @@ func (b *body) provide(key string) (any, bool) {
 		if b.form == nil {
 			return nil, false
 		}
-		field := key[len("form."):]
-		vs, ok := b.form[field]
+		vs, ok := b.form[key[len("form."):]]
 		if !ok || len(vs) == 0 {
 			return nil, false
-		}
-		// Parsers disagree on which of repeated fields counts (Go and
-		// Python take the first, PHP and Rails the last): counting one
-		// while the upstream delivers to another would dodge the cap.
-		for _, v := range vs[1:] {
-			if v != vs[0] {
-				b.ambiguous = field
-				return nil, false
-			}
 		}
 		return vs[0], true
 	}
 	return nil, false
-}
-
-// failure is the answer to a request whose body gave an ambiguous value,
-// or nil; b may be nil.
-func (b *body) failure() *failure {
-	if b == nil || b.ambiguous == "" {
-		return nil
-	}
-	return &failure{status: http.StatusBadRequest, reason: "request body repeats form field " + strconv.Quote(b.ambiguous) + " with different values"}
 }
 
 // readBody reads the request body once, at most maxBody bytes, parses what

@@ -6,8 +6,11 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -48,7 +51,8 @@ type Handler struct {
 	// kept in this process's memory.
 	Redis *RedisConfig `json:"redis,omitempty"`
 
-	// KeyPrefix starts every key the store writes, so that cap sets or
+	// KeyPrefix starts every key the store writes (no braces: the first
+	// dimension's value is the Redis Cluster hash tag), so that cap sets or
 	// applications can share one Redis. Default "freqcap:".
 	KeyPrefix string `json:"key_prefix,omitempty"`
 
@@ -181,6 +185,11 @@ func (h *Handler) Validate() error {
 	if !limiter.ValidDimensionName(h.Name) {
 		return fmt.Errorf("frequency_cap: invalid name %q (a letter or '_', then letters, digits, '_', '.', '-')", h.Name)
 	}
+	if strings.ContainsAny(h.KeyPrefix, "{}") {
+		// A brace would make the prefix the Redis Cluster hash tag of every
+		// key: all recipients on one shard.
+		return fmt.Errorf("frequency_cap %s: key_prefix %q must not contain { or }", h.Name, h.KeyPrefix)
+	}
 	if h.OnError != OnErrorAllow && h.OnError != OnErrorDeny {
 		return fmt.Errorf("frequency_cap %s: on_error must be allow or deny, not %q", h.Name, h.OnError)
 	}
@@ -214,21 +223,23 @@ func (h *Handler) Cleanup() error {
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	var b *body
 	if h.needs != 0 {
-		var fail *failure
-		if b, fail = readBody(r, h.needs, h.MaxBody); fail != nil {
+		b, fail := readBody(r, h.needs, h.MaxBody)
+		if fail != nil {
 			undecided(repl)
+			if fail.status == http.StatusRequestEntityTooLarge && r.ProtoMajor == 1 {
+				// Close rather than drain the rest: net/http would
+				// otherwise read up to 256 KB of it before sending the
+				// answer, which a client may be waiting for before it
+				// sends more.
+				w.Header().Set("Connection", "close")
+			}
 			return fail.write(w)
 		}
 		repl.Map(b.provide)
 	}
 
 	req, fail := h.request(repl)
-	if bad := b.failure(); bad != nil {
-		// Reported rather than the missing value it also made.
-		fail = bad
-	}
 	if fail != nil {
 		undecided(repl)
 		return fail.write(w)
@@ -262,10 +273,44 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return writeDenial(w, h.StatusCode, req, d)
 		}
 	}
-	if len(h.refundOn) == 0 || d.ID == "" {
+	if d.ID == "" {
 		return next.ServeHTTP(w, r)
 	}
-	return h.serveRefundable(w, r, next, d.ID)
+	var body *streamedBody
+	if h.needs == 0 && r.Body != nil && r.Body != http.NoBody {
+		body = &streamedBody{ReadCloser: r.Body}
+		r.Body = body
+	}
+	if len(h.refundOn) == 0 {
+		if body == nil {
+			return next.ServeHTTP(w, r)
+		}
+		err := next.ServeHTTP(w, r)
+		if body.brokeOff.Load() {
+			h.refund(r, d.ID)
+		}
+		return err
+	}
+	return h.serveRefundable(w, r, next, d.ID, body)
+}
+
+// streamedBody is a request body passed on unread, so that a body that
+// breaks off (the client hangs up or stalls, or a body limit cuts it)
+// before reaching the upstream whole is noticed: that admission delivered
+// no message and is refunded, whatever refund_on says.
+type streamedBody struct {
+	io.ReadCloser
+	// brokeOff is set by the reader, which may be another goroutine
+	// (the proxy's transport).
+	brokeOff atomic.Bool
+}
+
+func (b *streamedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.brokeOff.Store(true)
+	}
+	return n, err
 }
 
 // request resolves the dimensions, costs and zones of every rule that
@@ -310,29 +355,35 @@ rules:
 }
 
 // serveRefundable passes an admitted request on and refunds it, once, when
-// its response status matches refund_on or it gets no response.
-func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, id string) error {
+// its response status matches refund_on, it gets no response, or its
+// streamed body (nil when there is none) broke off.
+func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, id string, body *streamedBody) error {
 	rec := newStatusRecorder(w)
 	err := next.ServeHTTP(rec, r)
 	status := rec.status
 	if status == 0 && err == nil {
 		status = http.StatusOK
 	}
-	if err != nil || matchesAny(h.refundOn, status) {
-		// The client may be gone; the refund is still owed.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.timeout)
-		start := time.Now()
-		given, rerr := h.store.Refund(ctx, id)
-		cancel()
-		h.metrics.refund.observe(start, rerr)
-		switch {
-		case rerr != nil:
-			h.warns.add(opRefund, rerr)
-		case given:
-			h.metrics.refunds.Inc()
-		}
+	if err != nil || matchesAny(h.refundOn, status) || (body != nil && body.brokeOff.Load()) {
+		h.refund(r, id)
 	}
 	return err
+}
+
+// refund gives an admission back.
+func (h *Handler) refund(r *http.Request, id string) {
+	// The client may be gone; the refund is still owed.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.timeout)
+	start := time.Now()
+	given, err := h.store.Refund(ctx, id)
+	cancel()
+	h.metrics.refund.observe(start, err)
+	switch {
+	case err != nil:
+		h.warns.add(opRefund, err)
+	case given:
+		h.metrics.refunds.Inc()
+	}
 }
 
 func (h *Handler) setPlaceholders(repl *caddy.Replacer, d *limiter.Decision) {
