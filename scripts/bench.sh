@@ -27,4 +27,5 @@ taskset -c 1 "$out/redisbench" -recipients "$RECIPIENTS" -runs "$RUNS" -designs 
 
 echo "== through Caddy: reverse_proxy alone (A) vs with frequency_cap (B), alternating"
 go build -o "$out/caddy" ./cmd/caddy
-go run ./examples/loadgen -caddy "$out/caddy" -runs "$RUNS" | tee "$out/caddy.txt"
+go build -o "$out/loadgen" ./examples/loadgen
+taskset -c 1 "$out/loadgen" -caddy "$out/caddy" -runs "$RUNS" | tee "$out/caddy.txt"

@@ -9,7 +9,8 @@
 // throughput ratio B/A and the p99 latency B adds.
 //
 //	go build -o /tmp/freqcap-caddy ./cmd/caddy
-//	go run ./examples/loadgen -caddy /tmp/freqcap-caddy -runs 3
+//	go build -o /tmp/loadgen ./examples/loadgen
+//	taskset -c 1 /tmp/loadgen -caddy /tmp/freqcap-caddy -runs 3   # Caddy and Redis on core 0
 package main
 
 import (
@@ -19,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"math/rand"
 	"net"
 	"net/http"
 	"os"
@@ -40,11 +40,13 @@ func main() {
 	duration := flag.Duration("duration", 8*time.Second, "length of each measurement")
 	concurrency := flag.Int("concurrency", 64, "connections for the maximum-throughput phase")
 	recipients := flag.Int("recipients", 100_000, "distinct recipients in the bodies")
+	core := flag.String("caddy-core", "0", "CPU list to pin Caddy (and Redis) to with taskset; empty: no pinning. Run loadgen itself on another core.")
 	flag.Parse()
+	pin = *core
 	if *caddyBin == "" {
 		log.Fatal("-caddy is required: go build -o /tmp/freqcap-caddy ./cmd/caddy")
 	}
-	bodies := makeBodies(*recipients)
+	bodies := &bodySource{recipients: *recipients}
 	fmt.Printf("| store | A: reverse_proxy req/s | B: + frequency_cap req/s | ratio B/A | p99 A at half load | p99 B at half load | added p99 |\n|---|---|---|---|---|---|---|\n")
 	for _, store := range strings.Split(*stores, ",") {
 		var redisAddr string
@@ -84,15 +86,48 @@ func median(v []float64) float64 {
 	return s[len(s)/2]
 }
 
-// makeBodies builds push bodies: 100k recipients, five contents each.
-func makeBodies(recipients int) [][]byte {
-	rng := rand.New(rand.NewSource(1))
-	out := make([][]byte, 1<<16)
-	for i := range out {
-		r := rng.Intn(recipients)
-		out[i] = fmt.Appendf(nil, `{"to":"user-%d","content":"content-%d-%d","title":"Your order has shipped","amount":1}`, r, r%97, rng.Intn(5))
+// bodySource makes push bodies: request i goes to one of 100k recipients,
+// with one of five contents of that recipient, so a cap denies rarely and
+// A and B pass (nearly) the same requests upstream.
+type bodySource struct {
+	recipients int
+	next       atomic.Uint64
+}
+
+func (b *bodySource) body() []byte {
+	i := b.next.Add(1)
+	h := i * 0x9E3779B97F4A7C15
+	r := (h >> 16) % uint64(b.recipients)
+	return fmt.Appendf(nil, `{"to":"user-%d","content":"content-%d-%d","title":"Your order has shipped","amount":1}`, r, r%97, (h>>8)%5)
+}
+
+// pin is the CPU list Caddy and Redis run on (taskset -c), or "".
+var pin string
+
+func pinned(name string, args ...string) *exec.Cmd {
+	if pin == "" {
+		return exec.Command(name, args...)
 	}
-	return out
+	cmd := exec.Command("taskset", append([]string{"-c", pin, name}, args...)...)
+	// Go sizes its scheduler (and its GC workers) by the machine, not by
+	// the affinity: tell Caddy how many cores it really has.
+	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(cpuCount(pin)))
+	return cmd
+}
+
+// cpuCount counts the CPUs of a taskset list such as "0", "0,2" or "0-3".
+func cpuCount(list string) int {
+	n := 0
+	for _, part := range strings.Split(list, ",") {
+		lo, hi, ok := strings.Cut(part, "-")
+		a, _ := strconv.Atoi(lo)
+		b := a
+		if ok {
+			b, _ = strconv.Atoi(hi)
+		}
+		n += b - a + 1
+	}
+	return max(n, 1)
 }
 
 const upstreamSite = `
@@ -142,7 +177,7 @@ func config(capped bool, store, redisAddr string, port, upstream int) string {
 
 // measure starts Caddy with config A or B and returns its maximum
 // throughput and its p99 latency (ms) at half of that throughput.
-func measure(bin string, capped bool, store, redisAddr string, bodies [][]byte, conc int, d time.Duration) (float64, float64, error) {
+func measure(bin string, capped bool, store, redisAddr string, bodies *bodySource, conc int, d time.Duration) (float64, float64, error) {
 	port, upstream := freePort(), freePort()
 	dir, err := os.MkdirTemp("", "loadgen")
 	if err != nil {
@@ -153,7 +188,7 @@ func measure(bin string, capped bool, store, redisAddr string, bodies [][]byte, 
 	if err := os.WriteFile(file, []byte(config(capped, store, redisAddr, port, upstream)), 0o644); err != nil {
 		return 0, 0, err
 	}
-	cmd := exec.Command(bin, "run", "--config", file, "--adapter", "caddyfile")
+	cmd := pinned(bin, "run", "--config", file, "--adapter", "caddyfile")
 	logf, _ := os.Create(filepath.Join(dir, "caddy.log"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -182,15 +217,13 @@ func measure(bin string, capped bool, store, redisAddr string, bodies [][]byte, 
 // load sends for d: closed loop with conc workers when rate is 0, else
 // open loop at rate requests a second. It returns the throughput, the p99
 // latency in ms and the number of transport errors.
-func load(client *http.Client, url string, bodies [][]byte, conc int, d time.Duration, rate float64) (float64, float64, int) {
-	var next atomic.Int64
+func load(client *http.Client, url string, bodies *bodySource, conc int, d time.Duration, rate float64) (float64, float64, int) {
 	var errs atomic.Int64
 	var mu sync.Mutex
 	var lat []time.Duration
 	deadline := time.Now().Add(d)
 	one := func() {
-		i := next.Add(1)
-		body := bodies[int(i)&(len(bodies)-1)]
+		body := bodies.body()
 		start := time.Now()
 		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
 		if err != nil {
@@ -269,7 +302,7 @@ func startRedis() (*redisProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	cmd := pinned("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -147,7 +147,9 @@ func measure(design string, data []send, recipients, callers int, core, addr str
 	if err != nil {
 		return result{}, err
 	}
-	day := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	// The simulated day ends now, so that keys a design expires at an
+	// absolute simulated time (PEXPIREAT) expire for real by the end.
+	day := time.Now().Add(-24 * time.Hour).Truncate(time.Second)
 	var next, admitted atomic.Int64
 	var firstErr atomic.Value
 	start := time.Now()
@@ -181,7 +183,25 @@ func measure(design string, data []send, recipients, callers int, core, addr str
 	if err, _ := firstErr.Load().(error); err != nil {
 		return result{}, err
 	}
-	mem1, cpu1, err := stats(ctx, client)
+	_, cpu1, err := stats(ctx, client)
+	if err != nil {
+		return result{}, err
+	}
+	// Expired keys count in used_memory until touched: touch them all.
+	var cursor uint64
+	for {
+		keys, next, err := client.Scan(ctx, cursor, "*", 10_000).Result()
+		if err != nil {
+			return result{}, err
+		}
+		if len(keys) > 0 {
+			client.Exists(ctx, keys...)
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	mem1, _, err := stats(ctx, client)
 	if err != nil {
 		return result{}, err
 	}
