@@ -38,12 +38,18 @@ func launch(path, dir, addr string, port int, argv []string, ready func() error)
 	return nil, fmt.Errorf("redis-server on %s did not get ready (%v): %s", addr, lastErr, log)
 }
 
-// rawPing checks that addr answers PING with plain RESP.
+// rawPing checks that addr answers PING with plain RESP (a server that
+// wants a password, answering NOAUTH, is up too).
 func rawPing(addr string) error {
 	c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
 	if err != nil {
 		return err
 	}
+	return ping(c)
+}
+
+// ping sends PING on c, checks the answer and closes c.
+func ping(c net.Conn) error {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(time.Second))
 	fmt.Fprint(c, "PING\r\n")
@@ -51,7 +57,7 @@ func rawPing(addr string) error {
 	if err != nil {
 		return err
 	}
-	if !strings.HasPrefix(line, "+PONG") {
+	if !strings.HasPrefix(line, "+PONG") && !strings.HasPrefix(line, "-NOAUTH") {
 		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
 	}
 	return nil

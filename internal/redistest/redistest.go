@@ -7,16 +7,12 @@
 package redistest
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -92,40 +88,8 @@ func Start(tb testing.TB, args ...string) *Server {
 
 func startOn(tb testing.TB, path string, port int, args []string) (*Server, error) {
 	dir := tb.TempDir()
-	base := []string{
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning",
-	}
-	cmd := exec.Command(path, append(base, args...)...)
-	logf, err := os.Create(dir + "/redis.log")
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, Dir: dir, cmd: cmd}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.DialTimeout("tcp", s.Addr, 100*time.Millisecond); err == nil {
-			rd := bufio.NewReader(c)
-			fmt.Fprint(c, "PING\r\n")
-			c.SetReadDeadline(time.Now().Add(time.Second))
-			line, _ := rd.ReadString('\n')
-			c.Close()
-			if strings.HasPrefix(line, "+PONG") || strings.HasPrefix(line, "-NOAUTH") {
-				return s, nil
-			}
-		}
-		if cmd.ProcessState != nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	s.Stop()
-	log, _ := os.ReadFile(dir + "/redis.log")
-	return nil, fmt.Errorf("redis-server on port %d did not start: %s", port, log)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	return launch(path, dir, addr, port, append(baseArgs(port, dir), args...), func() error { return rawPing(addr) })
 }
 
 // Stop kills the server and waits for it; calling it twice is harmless.

@@ -1,7 +1,6 @@
 package redistest
 
 import (
-	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -79,17 +78,7 @@ func tlsPing(addr string, pool *x509.CertPool) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Second))
-	fmt.Fprint(c, "PING\r\n")
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
-	}
-	return nil
+	return ping(c)
 }
 
 // writeCerts writes ca.crt, server.crt and server.key into dir and returns
