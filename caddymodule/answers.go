@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/freqcap/caddy-freqcap/limiter"
@@ -118,23 +117,41 @@ func setQuotaHeaders(h http.Header, d *limiter.Decision) {
 	if len(d.Results) == 0 {
 		return
 	}
-	var policy, state strings.Builder
+	// This runs on every request: append into one buffer rather than
+	// format, and use the canonical header keys so Set need not fix them.
+	buf := make([]byte, 0, 64*len(d.Results))
 	for i, res := range d.Results {
 		if i > 0 {
-			policy.WriteString(", ")
-			state.WriteString(", ")
+			buf = append(buf, ", "...)
 		}
 		// Rule names are restricted to characters that need no escaping
 		// in a structured-field string.
-		fmt.Fprintf(&policy, "%q;q=%d;w=%d", res.Rule.Name, res.Limit, res.Rule.Window.Seconds())
-		fmt.Fprintf(&state, "%q;r=%d;t=%d", res.Rule.Name, res.Remaining, ceilSeconds(res.Reset))
+		buf = append(buf, '"')
+		buf = append(buf, res.Rule.Name...)
+		buf = append(buf, `";q=`...)
+		buf = strconv.AppendInt(buf, res.Limit, 10)
+		buf = append(buf, ";w="...)
+		buf = strconv.AppendInt(buf, res.Rule.Window.Seconds(), 10)
 	}
-	h.Set("RateLimit-Policy", policy.String())
-	h.Set("RateLimit", state.String())
+	policy := len(buf)
+	for i, res := range d.Results {
+		if i > 0 {
+			buf = append(buf, ", "...)
+		}
+		buf = append(buf, '"')
+		buf = append(buf, res.Rule.Name...)
+		buf = append(buf, `";r=`...)
+		buf = strconv.AppendInt(buf, res.Remaining, 10)
+		buf = append(buf, ";t="...)
+		buf = strconv.AppendInt(buf, ceilSeconds(res.Reset), 10)
+	}
+	both := string(buf)
+	h["Ratelimit-Policy"] = []string{both[:policy]}
+	h["Ratelimit"] = []string{both[policy:]}
 	t := d.Results[tightest(d)]
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(t.Limit, 10))
-	h.Set("X-RateLimit-Remaining", strconv.FormatInt(t.Remaining, 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(t.Reset), 10))
+	h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(t.Limit, 10)}
+	h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(t.Remaining, 10)}
+	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(ceilSeconds(t.Reset), 10)}
 }
 
 // tightest is the index of the rule with the least remaining; of equals,

@@ -249,7 +249,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return next.ServeHTTP(w, r)
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	ctx, cancel := r.Context(), context.CancelFunc(func() {})
+	if h.Redis != nil { // the memory store never waits on anything
+		ctx, cancel = context.WithTimeout(ctx, h.timeout)
+	}
 	start := time.Now()
 	d, err := h.store.Decide(ctx, req)
 	cancel()
