@@ -121,29 +121,11 @@ func setQuotaHeaders(h http.Header, d *limiter.Decision) {
 	// format, and use the canonical header keys so Set need not fix them.
 	buf := make([]byte, 0, 64*len(d.Results))
 	for i, res := range d.Results {
-		if i > 0 {
-			buf = append(buf, ", "...)
-		}
-		// Rule names are restricted to characters that need no escaping
-		// in a structured-field string.
-		buf = append(buf, '"')
-		buf = append(buf, res.Rule.Name...)
-		buf = append(buf, `";q=`...)
-		buf = strconv.AppendInt(buf, res.Limit, 10)
-		buf = append(buf, ";w="...)
-		buf = strconv.AppendInt(buf, res.Rule.Window.Seconds(), 10)
+		buf = appendItem(buf, i, res.Rule.Name, ";q=", res.Limit, ";w=", res.Rule.Window.Seconds())
 	}
 	policy := len(buf)
 	for i, res := range d.Results {
-		if i > 0 {
-			buf = append(buf, ", "...)
-		}
-		buf = append(buf, '"')
-		buf = append(buf, res.Rule.Name...)
-		buf = append(buf, `";r=`...)
-		buf = strconv.AppendInt(buf, res.Remaining, 10)
-		buf = append(buf, ";t="...)
-		buf = strconv.AppendInt(buf, ceilSeconds(res.Reset), 10)
+		buf = appendItem(buf, i, res.Rule.Name, ";r=", res.Remaining, ";t=", ceilSeconds(res.Reset))
 	}
 	both := string(buf)
 	h["Ratelimit-Policy"] = []string{both[:policy]}
@@ -152,6 +134,22 @@ func setQuotaHeaders(h http.Header, d *limiter.Decision) {
 	h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(t.Limit, 10)}
 	h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(t.Remaining, 10)}
 	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(ceilSeconds(t.Reset), 10)}
+}
+
+// appendItem appends the i-th member of a structured-field list: the rule
+// name as a string (rule names need no escaping) and two integer
+// parameters.
+func appendItem(buf []byte, i int, name, k1 string, v1 int64, k2 string, v2 int64) []byte {
+	if i > 0 {
+		buf = append(buf, ", "...)
+	}
+	buf = append(buf, '"')
+	buf = append(buf, name...)
+	buf = append(buf, '"')
+	buf = append(buf, k1...)
+	buf = strconv.AppendInt(buf, v1, 10)
+	buf = append(buf, k2...)
+	return strconv.AppendInt(buf, v2, 10)
 }
 
 // tightest is the index of the rule with the least remaining; of equals,
