@@ -14,7 +14,9 @@ import (
 // The memory store and the Redis store, fed the same seeded random
 // sequences (hundreds of recipients, the seed config plus a calendar rule in
 // the recipient's zone and a cost rule, refunds and time jumps), give the
-// same answer decision by decision.
+// same answer decision by decision. Each Redis decision is made at random in
+// Go or in the script, over the same values: the two read and write one
+// format, and either may take over from the other at any time.
 func TestDifferentialMemoryVsRedis(t *testing.T) {
 	client := redistest.Client(t)
 	zones := []*time.Location{nil, mustZone(t, "Asia/Shanghai"), mustZone(t, "America/New_York"), mustZone(t, "Pacific/Kiritimati")}
@@ -35,13 +37,19 @@ func TestDifferentialMemoryVsRedis(t *testing.T) {
 	for seed := int64(1); seed <= 3; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
+			pick := rand.New(rand.NewSource(-seed)) // Go or script, apart from the sequence
 			clock := &fixedClock{t: mustParse(t, "2026-03-07T20:00:00Z")} // near New York's spring-forward
 			mem := NewMemory(MemoryOptions{Now: clock.now, SweepInterval: -1})
 			defer mem.Close()
 			if err := client.FlushDB(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			red := NewRedis(client, RedisOptions{Now: clock.now, Timeout: 5 * time.Second, Prefix: fmt.Sprintf("diff%d:", seed)})
+			opts := RedisOptions{Now: clock.now, Timeout: 5 * time.Second, Prefix: fmt.Sprintf("diff%d:", seed)}
+			red := NewRedis(client, opts)
+			defer red.Close()
+			opts.ScriptOnly = true
+			redScript := NewRedis(client, opts)
+			defer redScript.Close()
 			var ids []string
 			lastWho, burst := "r0", 0
 			var admitted, denied, refunded int
@@ -80,7 +88,11 @@ func TestDifferentialMemoryVsRedis(t *testing.T) {
 				lastWho = who
 				r := randomRequest(rng, rules, zones, clock.t, who)
 				dm, errM := mem.Decide(context.Background(), r)
-				dr, errR := red.Decide(context.Background(), r)
+				decider := red
+				if pick.Intn(2) == 0 {
+					decider = redScript
+				}
+				dr, errR := decider.Decide(context.Background(), r)
 				if errM != nil || errR != nil {
 					t.Fatalf("step %d: memory err %v, redis err %v", i, errM, errR)
 				}

@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"bytes"
 	"context"
 	"hash/maphash"
 	"sync"
@@ -109,53 +108,9 @@ func (m *Memory) decide(req *Request, record bool) (*Decision, error) {
 	now := nowT.UnixMilli()
 	m.lock(p)
 	defer m.unlock(p)
-
-	// Each key is looked up (and pruned) once, however many sections read it.
-	keys := p.memKeys[:0]
-	admitted := true
-	for si := range p.sections {
-		s := &p.sections[si]
-		k := m.sameKey(p, si, keys)
-		if k == nil && !p.keySeen(si) {
-			k = m.live(m.shard(p.key(s)), p.key(s), now)
-		}
-		keys = append(keys, k)
-		l := &emptyLog
-		if k != nil {
-			if found := k.find(p.sub(s)); found != nil {
-				l = found
-			}
-		}
-		for ri := s.r0; ri < s.r1; ri++ {
-			r, err := l.evaluate(&p.rules[ri], s.cost, now)
-			if err != nil {
-				return nil, err
-			}
-			admitted = admitted && r.ok
-			p.raw = append(p.raw, r)
-		}
-	}
-	p.memKeys = keys
-	if admitted && record {
-		for si := range p.sections {
-			s := &p.sections[si]
-			k := keys[si]
-			if k == nil {
-				if k = m.sameKey(p, si, keys); k == nil {
-					k = m.keyFor(p.key(s), now)
-				}
-				keys[si] = k
-			}
-			l := k.sub(p.sub(s))
-			l.retention = s.retention
-			if s.cost > 0 {
-				s.recorded = l.record(now, s.cost, s.grain)
-			}
-			for ri := s.r0; ri < s.r1; ri++ {
-				l.afterRecord(&p.rules[ri], &p.raw[ri], s.cost, now)
-			}
-			k.refreshExpiry()
-		}
+	admitted, err := decideOn(m, p, now, record)
+	if err != nil {
+		return nil, err
 	}
 	return p.finish(req, now, admitted), nil
 }
@@ -282,29 +237,14 @@ func (m *Memory) live(sh *memShard, key []byte, now int64) *memKey {
 	return k
 }
 
-// sameKey returns the key an earlier section of p with the same key has
-// already looked up, or nil.
-func (m *Memory) sameKey(p *plan, si int, keys []*memKey) *memKey {
-	for j := 0; j < si && j < len(keys); j++ {
-		if keys[j] != nil && bytes.Equal(p.key(&p.sections[j]), p.key(&p.sections[si])) {
-			return keys[j]
-		}
-	}
-	return nil
-}
+// lookup implements keySource; the caller holds the shard lock.
+func (m *Memory) lookup(key []byte, now int64) *memKey { return m.live(m.shard(key), key, now) }
 
-// emptyLog stands for a missing log when reading; nothing writes to it.
-var emptyLog subLog
-
-// keyFor returns the key for writing, creating it. The caller holds the
+// create implements keySource: a new empty key, stored. The caller holds the
 // shard lock.
-func (m *Memory) keyFor(key []byte, now int64) *memKey {
-	sh := m.shard(key)
-	if k := m.live(sh, key, now); k != nil {
-		return k
-	}
+func (m *Memory) create(key []byte) *memKey {
 	k := &memKey{}
-	sh.keys[string(key)] = k
+	m.shard(key).keys[string(key)] = k
 	return k
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,6 +36,12 @@ type Redis struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
+	// conflicts counts batches decided in Go whose write found a key
+	// changed, and went to the script.
+	conflicts atomic.Int64
+	// beforeCommit, when set, runs between a Go batch's read and its write
+	// (tests: to write in between).
+	beforeCommit func()
 }
 
 // RedisOptions configure NewRedis.
@@ -52,6 +59,12 @@ type RedisOptions struct {
 	// MaxBatch is the most decisions in one script run. Default 64, at
 	// most 100.
 	MaxBatch int
+	// ScriptOnly decides every batch in freqcap.lua, in one round trip, as
+	// on a cluster. Default false: off a cluster a batch is decided in Go
+	// between a read and a compare-and-set write (two round trips, a third
+	// of the Redis CPU), and in the script only when the write finds a key
+	// changed since the read.
+	ScriptOnly bool
 	// Now replaces the server's TIME when set. For tests only: gateways
 	// share one clock only through TIME.
 	Now func() time.Time
@@ -244,6 +257,32 @@ func (s *Redis) runCalls(ctx context.Context, calls []*call) {
 	}
 }
 
+// runBatch decides a batch: in Go with a compare-and-set write, or in the
+// script when ScriptOnly is set or the write found a key changed.
+func (s *Redis) runBatch(ctx context.Context, batch []*call) {
+	if !s.opts.ScriptOnly && (batch[0].op == "d" || batch[0].op == "p") && wholePlans(batch) {
+		if s.decideInGo(ctx, batch) {
+			return
+		}
+		s.conflicts.Add(1)
+		for _, c := range batch {
+			c.err, c.reply = nil, nil
+		}
+	}
+	s.runCalls(ctx, batch)
+}
+
+// wholePlans reports whether every call carries every section of its plan,
+// as the Go path needs (a call split by hash tag does not).
+func wholePlans(batch []*call) bool {
+	for _, c := range batch {
+		if len(c.secs) != len(c.p.sections) {
+			return false
+		}
+	}
+	return true
+}
+
 // batchLoop serves batched calls: it takes one, adds whatever else is
 // already waiting with the same op, and runs them together.
 func (s *Redis) batchLoop() {
@@ -274,7 +313,7 @@ func (s *Redis) batchLoop() {
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-		s.runCalls(ctx, batch)
+		s.runBatch(ctx, batch)
 		cancel()
 		for _, c := range batch {
 			close(c.done)

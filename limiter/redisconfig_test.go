@@ -179,13 +179,14 @@ func TestRedisConfigTLS(t *testing.T) {
 	}
 }
 
-// aclRules are the ACL rules a gateway's user needs: EVALSHA, and EVAL for
-// when the script cache is empty (a restart, SCRIPT FLUSH, a new master),
-// and what the script calls through redis.call, which Redis checks against
-// the same user: GET, SET, DEL, TIME. Keys are limited to the prefix. HELLO
+// aclRules are the ACL rules a gateway's user needs: MGET and TIME (the
+// reads of decisions made in Go), EVALSHA, and EVAL for when the script
+// cache is empty (a restart, SCRIPT FLUSH, a new master), and what the
+// scripts call through redis.call, which Redis checks against the same
+// user: GET, SET, DEL, TIME. Keys are limited to the prefix. HELLO
 // and AUTH run before the user is authenticated and need no rule; go-redis
 // ignores a refused CLIENT SETINFO.
-var aclRules = []string{"on", ">secret", "~freqcap:*", "-@all", "+evalsha", "+eval", "+get", "+set", "+del", "+time"}
+var aclRules = []string{"on", ">secret", "~freqcap:*", "-@all", "+evalsha", "+eval", "+get", "+set", "+del", "+time", "+mget"}
 
 // An ACL user restricted to the key prefix and the commands above: every
 // store operation works with it (also after SCRIPT FLUSH, through EVAL),

@@ -8,8 +8,9 @@ import (
 	"github.com/freqcap/caddy-freqcap/internal/redistest"
 )
 
-// storeKinds runs a test once per store: the memory store and the Redis
-// store on a real redis-server. clock is the store's own clock (for Refund);
+// storeKinds runs a test once per store: the memory store, and the Redis
+// store on a real redis-server deciding in Go (its default) and in the
+// script (as on a cluster, and after a conflict). clock is the store's own clock (for Refund);
 // requests carry their own Now.
 func storeKinds(t *testing.T, f func(t *testing.T, newStore func(clock func() time.Time) Store)) {
 	t.Run("memory", func(t *testing.T) {
@@ -19,12 +20,20 @@ func storeKinds(t *testing.T, f func(t *testing.T, newStore func(clock func() ti
 			return m
 		})
 	})
-	t.Run("redis", func(t *testing.T) {
-		client := redistest.Client(t)
-		f(t, func(clock func() time.Time) Store {
-			return NewRedis(client, RedisOptions{Now: clock, Timeout: 2 * time.Second})
+	for _, scriptOnly := range []bool{false, true} {
+		name := "redis"
+		if scriptOnly {
+			name = "redis-script"
+		}
+		t.Run(name, func(t *testing.T) {
+			client := redistest.Client(t)
+			f(t, func(clock func() time.Time) Store {
+				s := NewRedis(client, RedisOptions{Now: clock, Timeout: 2 * time.Second, ScriptOnly: scriptOnly})
+				t.Cleanup(func() { s.Close() })
+				return s
+			})
 		})
-	})
+	}
 }
 
 // fixedClock is a settable clock for a test.

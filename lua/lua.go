@@ -8,3 +8,8 @@ import _ "embed"
 //
 //go:embed freqcap.lua
 var Freqcap string
+
+// Commit is commit.lua: the compare-and-set write of decisions made in Go.
+//
+//go:embed commit.lua
+var Commit string

@@ -1,0 +1,84 @@
+package limiter
+
+import "bytes"
+
+// keySource is where a decision finds its keys: the memory store's shards,
+// or the values a Redis batch has read.
+type keySource interface {
+	// lookup returns the key pruned at now, or nil when it does not exist.
+	lookup(key []byte, now int64) *memKey
+	// create returns a new empty key stored under key.
+	create(key []byte) *memKey
+}
+
+// emptyLog stands for a missing log when reading; nothing writes to it.
+var emptyLog subLog
+
+// decideOn decides p at now over the keys of src, as one atomic step (the
+// caller holds whatever makes it so), and records it when admitted and
+// record is set. It fills p.raw, one answer per rule, and each section's
+// recorded time; p.memKeys holds each section's key afterwards (nil for a
+// key that does not exist).
+func decideOn(src keySource, p *plan, now int64, record bool) (bool, error) {
+	// Each key is looked up (and pruned) once, however many sections read it.
+	keys := p.memKeys[:0]
+	admitted := true
+	for si := range p.sections {
+		s := &p.sections[si]
+		k := sameKey(p, si, keys)
+		if k == nil && !p.keySeen(si) {
+			k = src.lookup(p.key(s), now)
+		}
+		keys = append(keys, k)
+		l := &emptyLog
+		if k != nil {
+			if found := k.find(p.sub(s)); found != nil {
+				l = found
+			}
+		}
+		for ri := s.r0; ri < s.r1; ri++ {
+			r, err := l.evaluate(&p.rules[ri], s.cost, now)
+			if err != nil {
+				p.memKeys = keys
+				return false, err
+			}
+			admitted = admitted && r.ok
+			p.raw = append(p.raw, r)
+		}
+	}
+	p.memKeys = keys
+	if !admitted || !record {
+		return admitted, nil
+	}
+	for si := range p.sections {
+		s := &p.sections[si]
+		k := keys[si]
+		if k == nil {
+			if k = sameKey(p, si, keys); k == nil {
+				k = src.create(p.key(s))
+			}
+			keys[si] = k
+		}
+		l := k.sub(p.sub(s))
+		l.retention = s.retention
+		if s.cost > 0 {
+			s.recorded = l.record(now, s.cost, s.grain)
+		}
+		for ri := s.r0; ri < s.r1; ri++ {
+			l.afterRecord(&p.rules[ri], &p.raw[ri], s.cost, now)
+		}
+		k.refreshExpiry()
+	}
+	return true, nil
+}
+
+// sameKey returns the key an earlier section of p with the same key has
+// already looked up, or nil.
+func sameKey(p *plan, si int, keys []*memKey) *memKey {
+	for j := 0; j < si && j < len(keys); j++ {
+		if keys[j] != nil && bytes.Equal(p.key(&p.sections[j]), p.key(&p.sections[si])) {
+			return keys[j]
+		}
+	}
+	return nil
+}

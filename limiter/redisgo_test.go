@@ -1,0 +1,121 @@
+package limiter
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/freqcap/caddy-freqcap/internal/redistest"
+)
+
+// A decision made in Go whose key another gateway writes between the read
+// and the write is not lost and does not overwrite the other's record: the
+// write finds the key changed, writes nothing, and the script decides
+// again, counting both.
+func TestGoDecisionConflictFallsBackToScript(t *testing.T) {
+	c := redistest.Client(t)
+	rules := seedRules()
+	at := mustParse(t, "2026-05-01T10:00:00Z")
+	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+	defer s.Close()
+	other := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, ScriptOnly: true})
+	defer other.Close()
+	s.beforeCommit = func() {
+		s.beforeCommit = nil
+		if d := mustDecide(t, other, req(at, vals{"recipient": "ann", "content": "a"}, rules...)); !d.Allowed {
+			t.Errorf("the other gateway's decision was denied: %s", describe(d))
+		}
+	}
+	d := mustDecide(t, s, req(at.Add(time.Millisecond), vals{"recipient": "ann", "content": "b"}, rules...))
+	if !d.Allowed || d.Results[0].Used != 2 {
+		t.Fatalf("want admitted with recipient_minute used 2 (the other's record and this one), got %s", describe(d))
+	}
+	if n := s.conflicts.Load(); n != 1 {
+		t.Fatalf("conflicts = %d, want 1", n)
+	}
+	u := mustUsage(t, s, req(at.Add(time.Second), vals{"recipient": "ann", "content": "a"}, rules...))
+	if u.Results[1].Used != 2 || u.Results[3].Used != 1 {
+		t.Fatalf("the log should hold both records, one for content a: %s", describe(u))
+	}
+}
+
+// Decisions made in Go and denied write nothing: no commit, so no key.
+func TestGoDenialWritesNothing(t *testing.T) {
+	c := redistest.Client(t)
+	rule := &Rule{Name: "one", By: []string{"recipient"}, Limit: 1, Window: Window{Duration: time.Minute}}
+	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+	defer s.Close()
+	at := mustParse(t, "2026-05-01T10:00:00Z")
+	mustDecide(t, s, req(at, vals{"recipient": "bo"}, rule))
+	key := keyFor("freqcap:", "recipient", "bo")
+	before := c.Get(context.Background(), key).Val()
+	if d := mustDecide(t, s, req(at.Add(time.Second), vals{"recipient": "bo"}, rule)); d.Allowed {
+		t.Fatal("second request admitted over a limit of 1")
+	}
+	if after := c.Get(context.Background(), key).Val(); after != before {
+		t.Fatalf("a denial changed the value: %x -> %x", before, after)
+	}
+}
+
+// decodeBlob reads what encodeBlob writes, for every kind of sub-log the
+// script writes: plain, weighted, with tombs, with a floor, wide gaps.
+func TestBlobRoundTrip(t *testing.T) {
+	k := memKey{subs: []namedLog{
+		{id: "", subLog: subLog{retention: 86_400_000, entries: []entry{{1000, 1}, {5000, 1}, {9000, 1}}}},
+		{id: "content=x", subLog: subLog{retention: 59_000, entries: []entry{{7000, 3}, {8000, 1}}, tombs: []int64{7500}}},
+		{id: "$coins", subLog: subLog{retention: 100 * 86_400_000, entries: []entry{{1, 2}, {90 * 86_400_000, 5}}, floor: 1}},
+		{id: "gone", subLog: subLog{retention: 1000, floor: 42}},
+	}}
+	blob, err := encodeBlob(nil, &k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got memKey
+	if err := decodeBlob(blob, &got); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := encodeBlob(nil, &got)
+	if !bytes.Equal(blob, again) || len(got.subs) != len(k.subs) {
+		t.Fatalf("round trip changed the value:\n%x\n%x", blob, again)
+	}
+	for i := range k.subs {
+		a, b := &k.subs[i], &got.subs[i]
+		if a.id != b.id || a.retention != b.retention || a.floor != b.floor || len(a.entries) != len(b.entries) || len(a.tombs) != len(b.tombs) {
+			t.Fatalf("sub-log %d: %+v became %+v", i, a, b)
+		}
+		for j := range a.entries {
+			if a.entries[j] != b.entries[j] {
+				t.Fatalf("sub-log %d entry %d: %v became %v", i, j, a.entries[j], b.entries[j])
+			}
+		}
+	}
+}
+
+// A value that is not a log (truncated, or anything at all) is an error,
+// never a panic; what decodes encodes back to the same bytes' meaning.
+func FuzzDecodeBlob(f *testing.F) {
+	k := memKey{subs: []namedLog{{id: "c=1", subLog: subLog{retention: 60_000, entries: []entry{{10, 1}, {20, 4}}, tombs: []int64{15}, floor: 5}}}}
+	good, _ := encodeBlob(nil, &k)
+	f.Add(good)
+	f.Add(good[:len(good)-1])
+	f.Add([]byte("x"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var k memKey
+		if decodeBlob(b, &k) != nil {
+			return
+		}
+		again, err := encodeBlob(nil, &k)
+		if err != nil {
+			return
+		}
+		var k2 memKey
+		if err := decodeBlob(again, &k2); err != nil {
+			t.Fatalf("re-encoded value does not decode: %v", err)
+		}
+		third, _ := encodeBlob(nil, &k2)
+		if !bytes.Equal(again, third) {
+			t.Fatalf("encoding is not stable:\n%x\n%x", again, third)
+		}
+	})
+}
