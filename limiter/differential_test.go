@@ -37,7 +37,7 @@ func TestDifferentialMemoryVsRedis(t *testing.T) {
 	for seed := int64(1); seed <= 3; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
-			pick := rand.New(rand.NewSource(-seed)) // Go or script, apart from the sequence
+			pick := rand.New(rand.NewSource(-seed))                       // Go or script, apart from the sequence
 			clock := &fixedClock{t: mustParse(t, "2026-03-07T20:00:00Z")} // near New York's spring-forward
 			mem := NewMemory(MemoryOptions{Now: clock.now, SweepInterval: -1})
 			defer mem.Close()

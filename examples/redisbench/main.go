@@ -25,6 +25,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,9 +46,18 @@ func main() {
 	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap (decided in Go), freqcap-script (decided in freqcap.lua), freqcap-unbatched (in the script, one decision a run)")
 	core := flag.String("redis-core", "0", "CPU list to pin redis-server to (taskset -c); empty: no pinning")
 	inFlight := flag.Int("inflight", 0, "freqcap: batched script runs in flight (0: the store's default)")
+	cpuProfile := flag.String("cpuprofile", "", "write this process's CPU profile (the client side) to the file")
 	addr := flag.String("addr", "", "use this Redis (flushed before each design) instead of starting one, e.g. under valgrind --tool=callgrind")
 	flag.Parse()
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	data := makeData(*recipients, *sends, 5)
 	log.Printf("data set: %d recipients × %d sends over 24 h, 5 contents each: %d decisions", *recipients, *sends, len(data))
 	results := map[string][]result{}
@@ -56,7 +66,7 @@ func main() {
 		for _, name := range names {
 			r, err := measure(name, data, *recipients, *callers, *core, *addr, *inFlight)
 			if err != nil {
-				log.Fatalf("%s: %v", name, err)
+				log.Panicf("%s: %v", name, err)
 			}
 			log.Printf("run %d %-18s %9.0f decisions/s  %6.1f µs Redis CPU/decision  %5.0f bytes/recipient  (%d admitted)",
 				run+1, name, r.rate, r.cpuMicros, r.bytesPerRecipient, r.admitted)
