@@ -2,15 +2,12 @@ package caddymodule
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // What an expression needs from the request body.
@@ -33,7 +30,7 @@ func needsOf(expr string) int {
 
 // body holds what the body placeholders read from one request.
 type body struct {
-	json any
+	json []byte // one valid JSON value (see parseJSON)
 	form url.Values
 }
 
@@ -109,153 +106,4 @@ type replayBody struct {
 
 func tooLarge(limit int64) *failure {
 	return &failure{status: http.StatusRequestEntityTooLarge, reason: fmt.Sprintf("request body is larger than max_body (%d bytes)", limit)}
-}
-
-// parseJSON decodes exactly one JSON value, keeping numbers as sent. It
-// refuses bodies on whose values two readers could disagree: bytes that
-// are not UTF-8 (RFC 8259 §8.1; decoding would turn distinct ones into the
-// same U+FFFD) and an object that names a member twice (parsers differ on
-// which one counts, so a sender could be counted under one recipient and
-// delivered to another).
-func parseJSON(raw []byte) (any, error) {
-	if !utf8.Valid(raw) {
-		return nil, errors.New("not UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, errors.New("empty body")
-		}
-		return nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("data after the JSON value")
-	}
-	if name, ok := repeatedName(raw); ok {
-		return nil, fmt.Errorf("an object names %q twice", name)
-	}
-	return v, nil
-}
-
-// repeatedName returns a name that some object of raw, one valid JSON
-// value, gives to two members ("a" and "\u0061" are one name).
-func repeatedName(raw []byte) (string, bool) {
-	type level struct {
-		object bool
-		names  nameSet
-	}
-	var buf [8]level
-	stack, wantName := buf[:0], false
-	for i := 0; i < len(raw); i++ {
-		switch raw[i] {
-		case '{':
-			stack = append(stack, level{object: true})
-			wantName = true
-		case '[':
-			stack = append(stack, level{})
-		case '}', ']':
-			stack = stack[:len(stack)-1]
-		case ',':
-			wantName = stack[len(stack)-1].object
-		case '"':
-			j, escaped := i+1, false
-			for raw[j] != '"' {
-				if raw[j] == '\\' {
-					escaped = true
-					j++
-				}
-				j++
-			}
-			if wantName {
-				wantName = false
-				name := raw[i+1 : j]
-				if escaped {
-					var s string
-					_ = json.Unmarshal(raw[i:j+1], &s) // valid: Decode read it
-					name = []byte(s)
-				}
-				if !stack[len(stack)-1].names.add(name) {
-					return string(name), true
-				}
-			}
-			i = j
-		}
-	}
-	return "", false
-}
-
-// nameSet holds the member names of one object.
-type nameSet struct {
-	list [][]byte
-	set  map[string]struct{} // instead of list, once there are many
-}
-
-// add adds name and reports whether it was new.
-func (s *nameSet) add(name []byte) bool {
-	if s.set == nil {
-		for _, n := range s.list {
-			if bytes.Equal(n, name) {
-				return false
-			}
-		}
-		if len(s.list) < 16 {
-			s.list = append(s.list, name)
-			return true
-		}
-		s.set = make(map[string]struct{}, 2*len(s.list))
-		for _, n := range s.list {
-			s.set[string(n)] = struct{}{}
-		}
-		s.list = nil
-	}
-	if _, dup := s.set[string(name)]; dup {
-		return false
-	}
-	s.set[string(name)] = struct{}{}
-	return true
-}
-
-// lookupJSON follows a dotted path (object keys and array indices) and
-// renders the value found: a string as its text, a number exactly as sent,
-// true/false, and an object or array as compact JSON. null and a path that
-// leads nowhere are not found.
-func lookupJSON(v any, path string) (any, bool) {
-	if path == "" {
-		return nil, false
-	}
-	for seg := range strings.SplitSeq(path, ".") {
-		switch x := v.(type) {
-		case map[string]any:
-			next, ok := x[seg]
-			if !ok {
-				return nil, false
-			}
-			v = next
-		case []any:
-			i, err := strconv.Atoi(seg)
-			if err != nil || i < 0 || i >= len(x) {
-				return nil, false
-			}
-			v = x[i]
-		default:
-			return nil, false
-		}
-	}
-	switch x := v.(type) {
-	case nil:
-		return nil, false
-	case string:
-		return x, true
-	case json.Number:
-		return x.String(), true
-	case bool:
-		return strconv.FormatBool(x), true
-	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		return nil, false
-	}
-	return string(out), true
 }

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 
 // load decodes a handler from JSON and provisions and validates it as Caddy
 // would, cleaning it up at the end of the test.
-func load(t *testing.T, cfg string) (*Handler, error) {
+func load(t testing.TB, cfg string) (*Handler, error) {
 	t.Helper()
 	h := new(Handler)
 	dec := json.NewDecoder(strings.NewReader(cfg))
