@@ -42,7 +42,8 @@ func getUint(b []byte, n int) int64 {
 }
 
 // decodeBlob reads a value into k.subs (entries oldest first), reusing k's
-// slices. It prunes nothing: the caller prunes at its now.
+// buffers. The ids refer to b. It prunes nothing: the caller prunes at its
+// now.
 func decodeBlob(b []byte, k *memKey) error {
 	k.subs = k.subs[:0]
 	for len(b) > 0 {
@@ -72,9 +73,9 @@ func decodeBlob(b []byte, k *memKey) error {
 		if len(b) < need || flags&^(flagWeighted|flagFloor) != 0 {
 			return errCorrupt
 		}
-		k.subs = append(k.subs, namedLog{})
+		k.subs = k.grow()
 		l := &k.subs[len(k.subs)-1]
-		l.id = string(id)
+		l.id = id
 		l.retention = retS * 1000
 		l.entries, l.tombs, l.floor = l.entries[:0], l.tombs[:0], 0
 		if n > 0 {

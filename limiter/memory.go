@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"bytes"
 	"context"
 	"hash/maphash"
 	"sync"
@@ -10,9 +11,11 @@ import (
 // Memory is the embedded store: the same decisions as the Redis store, kept
 // in this process. Keys are spread over shards, each with its own mutex; a
 // decision locks the shards of its keys in index order, so it is atomic
-// over all its rules and never deadlocks. Idle keys expire: lazily when
-// touched, and by a sweeper that visits one shard at a time and a bounded
-// number of keys per lock, so sweeping never stops the world.
+// over all its rules and never deadlocks. A key's value is kept encoded as
+// the Redis store keeps it, in a shard's arena (see memShard), and decoded
+// for the length of one decision. Idle keys expire: lazily when touched,
+// and by a sweeper that visits one shard at a time and a bounded number of
+// keys per lock, so sweeping never stops the world.
 //
 // The zero value is not usable; call NewMemory. Memory is safe for
 // concurrent use.
@@ -35,19 +38,17 @@ const (
 	keySlack = 60_000
 )
 
-type memShard struct {
-	mu   sync.Mutex
-	keys map[string]*memKey
-}
-
-// memKey holds the sub-logs of one key, as the Redis store's one string does.
+// memKey is one key's sub-logs, decoded for one decision (memory store) or
+// one batch (Redis store).
 type memKey struct {
 	subs     []namedLog // a handful: a slice beats a map
 	expireAt int64
 }
 
+// namedLog is a sub-log and its id. The id refers to bytes that outlive the
+// decision that decoded it: the value it was decoded from, or the plan.
 type namedLog struct {
-	id string
+	id []byte
 	subLog
 }
 
@@ -67,7 +68,7 @@ func NewMemory(opts MemoryOptions) *Memory {
 		m.now = time.Now
 	}
 	for i := range m.shards {
-		m.shards[i].keys = make(map[string]*memKey)
+		m.shards[i].index = make(map[uint64]int32)
 	}
 	interval := opts.SweepInterval
 	if interval == 0 {
@@ -108,9 +109,16 @@ func (m *Memory) decide(req *Request, record bool) (*Decision, error) {
 	now := nowT.UnixMilli()
 	m.lock(p)
 	defer m.unlock(p)
-	admitted, err := decideOn(m, p, now, record)
+	tx := p.memTxn(m)
+	admitted, err := decideOn(tx, p, now, record)
 	if err != nil {
 		return nil, err
+	}
+	if admitted && record {
+		for _, k := range p.memKeys {
+			tx.touch(k)
+		}
+		tx.commit()
 	}
 	return p.finish(req, now, admitted), nil
 }
@@ -125,23 +133,30 @@ func (m *Memory) Refund(ctx context.Context, id string) (bool, error) {
 	p := getPlan()
 	defer p.release()
 	for _, r := range recs {
-		p.sections = append(p.sections, section{k0: len(p.buf), k1: len(p.buf) + len(r.key)})
+		k0 := len(p.buf)
 		p.buf = append(p.buf, r.key...)
+		k1 := len(p.buf)
+		p.buf = append(p.buf, r.sub...)
+		p.sections = append(p.sections, section{k0: k0, k1: k1, s1: len(p.buf)})
 	}
 	m.lock(p)
 	defer m.unlock(p)
+	tx := p.memTxn(m)
 	given := false
-	for _, r := range recs {
-		k := m.live(m.shard([]byte(r.key)), []byte(r.key), now)
+	for i, r := range recs {
+		s := &p.sections[i]
+		k := tx.lookup(p.key(s), now)
 		if k == nil {
 			continue
 		}
-		l := k.find([]byte(r.sub))
+		l := k.find(p.sub(s))
 		if l != nil && l.refund(r.t, r.c, r.grain, now) {
 			given = true
 			k.refreshExpiry()
+			tx.touch(k)
 		}
 	}
+	tx.commit()
 	return given, nil
 }
 
@@ -155,16 +170,18 @@ func (m *Memory) Reset(ctx context.Context, req *Request) error {
 	}
 	m.lock(p)
 	defer m.unlock(p)
+	tx := p.memTxn(m)
 	for si := range p.sections {
 		s := &p.sections[si]
-		sh := m.shard(p.key(s))
-		if k := m.live(sh, p.key(s), now.UnixMilli()); k != nil {
+		if k := tx.lookup(p.key(s), now.UnixMilli()); k != nil {
 			if l := k.find(p.sub(s)); l != nil {
 				l.forget()
 				k.refreshExpiry()
+				tx.touch(k)
 			}
 		}
 	}
+	tx.commit()
 	return nil
 }
 
@@ -181,19 +198,15 @@ func (m *Memory) Len() int {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		n += len(sh.keys)
+		n += sh.live
 		sh.mu.Unlock()
 	}
 	return n
 }
 
-func (m *Memory) shard(key []byte) *memShard {
-	return &m.shards[m.shardIndex(key)]
-}
+func (m *Memory) hash(key []byte) uint64 { return maphash.Bytes(m.seed, key) }
 
-func (m *Memory) shardIndex(key []byte) int {
-	return int(maphash.Bytes(m.seed, key) % memShards)
-}
+func (m *Memory) shardIndex(key []byte) int { return int(m.hash(key) % memShards) }
 
 // lock takes the shard locks of every key of p in index order, so that
 // decisions over several keys never deadlock.
@@ -222,36 +235,118 @@ func (m *Memory) unlock(p *plan) {
 	}
 }
 
-// live returns the key if it has not expired, its sub-logs pruned at now,
-// or nil. The caller holds the shard lock.
-func (m *Memory) live(sh *memShard, key []byte, now int64) *memKey {
-	k := sh.keys[string(key)]
-	if k == nil {
-		return nil
-	}
-	if k.expireAt <= now {
-		delete(sh.keys, string(key))
-		return nil
-	}
-	k.prune(now)
-	return k
+// memTxn is one decision's (or refund's, or reset's) view of the keys it
+// reads: each decoded once, written back by commit when touched. The
+// caller holds the keys' shard locks.
+type memTxn struct {
+	m    *Memory
+	keys []*txnKey // [:n] in use; the rest kept for their buffers
+	n    int
+	buf  []byte
 }
 
-// lookup implements keySource; the caller holds the shard lock.
-func (m *Memory) lookup(key []byte, now int64) *memKey { return m.live(m.shard(key), key, now) }
+type txnKey struct {
+	sh      *memShard
+	hash    uint64
+	slot    int32 // -1 for a key not stored yet
+	key     []byte
+	k       memKey
+	touched bool
+}
 
-// create implements keySource: a new empty key, stored. The caller holds the
-// shard lock.
-func (m *Memory) create(key []byte) *memKey {
-	k := &memKey{}
-	m.shard(key).keys[string(key)] = k
-	return k
+func (tx *memTxn) reset(m *Memory) {
+	for _, tk := range tx.keys[:tx.n] {
+		tk.key = nil
+		for i := range tk.k.subs {
+			tk.k.subs[i].id = nil
+		}
+	}
+	tx.m, tx.n = m, 0
+}
+
+func (tx *memTxn) add(sh *memShard, hash uint64, slot int32, key []byte) *txnKey {
+	if tx.n == len(tx.keys) {
+		tx.keys = append(tx.keys, new(txnKey))
+	}
+	tk := tx.keys[tx.n]
+	tx.n++
+	tk.sh, tk.hash, tk.slot, tk.key, tk.touched = sh, hash, slot, key, false
+	tk.k.subs, tk.k.expireAt = tk.k.subs[:0], 0
+	return tk
+}
+
+// lookup implements keySource.
+func (tx *memTxn) lookup(key []byte, now int64) *memKey {
+	for _, tk := range tx.keys[:tx.n] {
+		if bytes.Equal(tk.key, key) {
+			tk.k.prune(now)
+			return &tk.k
+		}
+	}
+	h := tx.m.hash(key)
+	sh := &tx.m.shards[h%memShards]
+	i := sh.find(h, key)
+	if i < 0 {
+		return nil
+	}
+	if sh.slots[i].expireAt <= now {
+		sh.remove(i)
+		return nil
+	}
+	tk := tx.add(sh, h, i, key)
+	if decodeBlob(sh.value(i), &tk.k) != nil {
+		// Only this package writes values; a corrupt one is a bug. Forget
+		// it rather than decide on nonsense.
+		sh.remove(i)
+		tx.n--
+		return nil
+	}
+	tk.k.expireAt = sh.slots[i].expireAt
+	tk.k.prune(now)
+	return &tk.k
+}
+
+// create implements keySource.
+func (tx *memTxn) create(key []byte) *memKey {
+	h := tx.m.hash(key)
+	return &tx.add(&tx.m.shards[h%memShards], h, -1, key).k
+}
+
+// touch marks k to be written back.
+func (tx *memTxn) touch(k *memKey) {
+	for _, tk := range tx.keys[:tx.n] {
+		if &tk.k == k {
+			tk.touched = true
+		}
+	}
+}
+
+// commit writes back the touched keys.
+func (tx *memTxn) commit() {
+	for _, tk := range tx.keys[:tx.n] {
+		if !tk.touched {
+			continue
+		}
+		// Encode apart: the ids being encoded may lie in the arena.
+		buf, err := encodeBlob(tx.buf[:0], &tk.k)
+		tx.buf = buf
+		switch {
+		case err != nil || len(buf) == 0:
+			// Nothing left, or more than a value can say (65535 records
+			// in a log, beyond any limit the store keeps exact records for).
+			if tk.slot >= 0 {
+				tk.sh.remove(tk.slot)
+			}
+		default:
+			tk.slot = tk.sh.put(tk.slot, tk.hash, tk.key, buf, tk.k.expireAt)
+		}
+	}
 }
 
 // find returns the sub-log with the id, or nil.
 func (k *memKey) find(sub []byte) *subLog {
 	for i := range k.subs {
-		if k.subs[i].id == string(sub) {
+		if bytes.Equal(k.subs[i].id, sub) {
 			return &k.subs[i].subLog
 		}
 	}
@@ -263,23 +358,34 @@ func (k *memKey) sub(sub []byte) *subLog {
 	if l := k.find(sub); l != nil {
 		return l
 	}
-	k.subs = append(k.subs, namedLog{id: string(sub)})
-	return &k.subs[len(k.subs)-1].subLog
+	k.subs = k.grow()
+	l := &k.subs[len(k.subs)-1]
+	l.id, l.retention, l.floor = sub, 0, 0
+	l.entries, l.tombs = l.entries[:0], l.tombs[:0]
+	return &l.subLog
 }
 
-// prune drops what no rule can need from every sub-log, and empty ones.
+// grow returns k.subs one longer, reusing the buffers of a dropped sub-log.
+func (k *memKey) grow() []namedLog {
+	if len(k.subs) < cap(k.subs) {
+		return k.subs[:len(k.subs)+1]
+	}
+	return append(k.subs, namedLog{})
+}
+
+// prune drops what no rule can need from every sub-log, and empty ones
+// (swapped to the end, so their buffers are reused, never shared).
 func (k *memKey) prune(now int64) {
 	j := 0
 	for i := range k.subs {
 		k.subs[i].prune(now)
 		if !k.subs[i].empty() {
 			if i != j {
-				k.subs[j] = k.subs[i]
+				k.subs[j], k.subs[i] = k.subs[i], k.subs[j]
 			}
 			j++
 		}
 	}
-	clear(k.subs[j:])
 	k.subs = k.subs[:j]
 }
 
@@ -308,15 +414,7 @@ func (m *Memory) sweep(interval time.Duration) {
 		sh := &m.shards[next]
 		next = (next + 1) % memShards
 		sh.mu.Lock()
-		n := 0
-		for key, k := range sh.keys {
-			if k.expireAt <= now {
-				delete(sh.keys, key)
-			}
-			if n++; n >= sweepBatch {
-				break
-			}
-		}
+		sh.sweep(now, sweepBatch)
 		sh.mu.Unlock()
 	}
 }

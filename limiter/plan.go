@@ -18,7 +18,8 @@ type plan struct {
 	raw      []rawResult
 	checkSec []int     // section of each check
 	shards   []int     // memory store: shard indices to lock, ascending
-	memKeys  []*memKey // memory store: each section's key, once looked up
+	memKeys  []*memKey // each section's key, once looked up
+	tx       memTxn    // memory store: the keys decoded for this decision
 	id       []byte
 }
 
@@ -62,7 +63,14 @@ func (p *plan) release() {
 	p.checkSec, p.shards, p.id = p.checkSec[:0], p.shards[:0], p.id[:0]
 	clear(p.memKeys)
 	p.memKeys = p.memKeys[:0]
+	p.tx.reset(nil)
 	plans.Put(p)
+}
+
+// memTxn returns p's memory-store transaction, empty, on m.
+func (p *plan) memTxn(m *Memory) *memTxn {
+	p.tx.reset(m)
+	return &p.tx
 }
 
 // BucketThreshold is the largest limit kept as exact records. A log read by

@@ -88,7 +88,6 @@ func (b *goBatch) lookup(key []byte, now int64) *memKey {
 func (b *goBatch) create(key []byte) *memKey {
 	bk := b.byName[string(key)]
 	bk.exists = true
-	clear(bk.k.subs)
 	bk.k.subs = bk.k.subs[:0]
 	return &bk.k
 }

@@ -62,10 +62,10 @@ func TestGoDenialWritesNothing(t *testing.T) {
 // script writes: plain, weighted, with tombs, with a floor, wide gaps.
 func TestBlobRoundTrip(t *testing.T) {
 	k := memKey{subs: []namedLog{
-		{id: "", subLog: subLog{retention: 86_400_000, entries: []entry{{1000, 1}, {5000, 1}, {9000, 1}}}},
-		{id: "content=x", subLog: subLog{retention: 59_000, entries: []entry{{7000, 3}, {8000, 1}}, tombs: []int64{7500}}},
-		{id: "$coins", subLog: subLog{retention: 100 * 86_400_000, entries: []entry{{1, 2}, {90 * 86_400_000, 5}}, floor: 1}},
-		{id: "gone", subLog: subLog{retention: 1000, floor: 42}},
+		{id: []byte(""), subLog: subLog{retention: 86_400_000, entries: []entry{{1000, 1}, {5000, 1}, {9000, 1}}}},
+		{id: []byte("content=x"), subLog: subLog{retention: 59_000, entries: []entry{{7000, 3}, {8000, 1}}, tombs: []int64{7500}}},
+		{id: []byte("$coins"), subLog: subLog{retention: 100 * 86_400_000, entries: []entry{{1, 2}, {90 * 86_400_000, 5}}, floor: 1}},
+		{id: []byte("gone"), subLog: subLog{retention: 1000, floor: 42}},
 	}}
 	blob, err := encodeBlob(nil, &k)
 	if err != nil {
@@ -81,7 +81,7 @@ func TestBlobRoundTrip(t *testing.T) {
 	}
 	for i := range k.subs {
 		a, b := &k.subs[i], &got.subs[i]
-		if a.id != b.id || a.retention != b.retention || a.floor != b.floor || len(a.entries) != len(b.entries) || len(a.tombs) != len(b.tombs) {
+		if !bytes.Equal(a.id, b.id) || a.retention != b.retention || a.floor != b.floor || len(a.entries) != len(b.entries) || len(a.tombs) != len(b.tombs) {
 			t.Fatalf("sub-log %d: %+v became %+v", i, a, b)
 		}
 		for j := range a.entries {
@@ -95,7 +95,7 @@ func TestBlobRoundTrip(t *testing.T) {
 // A value that is not a log (truncated, or anything at all) is an error,
 // never a panic; what decodes encodes back to the same bytes' meaning.
 func FuzzDecodeBlob(f *testing.F) {
-	k := memKey{subs: []namedLog{{id: "c=1", subLog: subLog{retention: 60_000, entries: []entry{{10, 1}, {20, 4}}, tombs: []int64{15}, floor: 5}}}}
+	k := memKey{subs: []namedLog{{id: []byte("c=1"), subLog: subLog{retention: 60_000, entries: []entry{{10, 1}, {20, 4}}, tombs: []int64{15}, floor: 5}}}}
 	good, _ := encodeBlob(nil, &k)
 	f.Add(good)
 	f.Add(good[:len(good)-1])

@@ -1,0 +1,97 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Keys whose hashes collide share an index entry and are told apart by
+// their bytes; values that outgrow their room move, and the garbage this
+// leaves is compacted away without losing a live value.
+func TestMemShardCollisionsGrowthCompaction(t *testing.T) {
+	sh := &memShard{index: map[uint64]int32{}}
+	const n = 200
+	val := func(k, round int) []byte { return []byte(fmt.Sprintf("%d:%s", k, string(make([]byte, round*7)))) }
+	key := func(k int) []byte { return []byte("key" + strconv.Itoa(k)) }
+	slot := make([]int32, n)
+	for k := 0; k < n; k++ {
+		slot[k] = sh.put(-1, uint64(k%3), key(k), val(k, 0), 1) // three hashes for 200 keys
+	}
+	for round := 1; round < 40; round++ {
+		for k := 0; k < n; k++ {
+			slot[k] = sh.put(slot[k], uint64(k%3), key(k), val(k, round), 1)
+		}
+		if sh.garbage > compactMin && sh.garbage > len(sh.arena)/2 {
+			t.Fatalf("round %d: %d bytes of garbage in an arena of %d, not compacted", round, sh.garbage, len(sh.arena))
+		}
+	}
+	for k := 0; k < n; k += 2 {
+		sh.remove(sh.find(uint64(k%3), key(k)))
+	}
+	sh.compact()
+	for k := 0; k < n; k++ {
+		i := sh.find(uint64(k%3), key(k))
+		if k%2 == 0 {
+			if i >= 0 {
+				t.Fatalf("removed key %d still found", k)
+			}
+			continue
+		}
+		if i < 0 || string(sh.value(i)) != string(val(k, 39)) {
+			t.Fatalf("key %d: lost or wrong value after growth and compaction", k)
+		}
+	}
+	if sh.live != n/2 {
+		t.Fatalf("live = %d, want %d", sh.live, n/2)
+	}
+}
+
+// The sweeper removes expired keys a bounded number of slots at a time.
+func TestMemShardSweep(t *testing.T) {
+	sh := &memShard{index: map[uint64]int32{}}
+	for k := 0; k < 100; k++ {
+		sh.put(-1, uint64(k), []byte(strconv.Itoa(k)), []byte("v"), int64(1+k%2)) // half expire at 1, half at 2
+	}
+	sh.sweep(1, 40)
+	if sh.live != 80 {
+		t.Fatalf("after sweeping 40 slots at 1: %d live, want 80", sh.live)
+	}
+	sh.sweep(1, 1000)
+	if sh.live != 50 {
+		t.Fatalf("after sweeping all at 1: %d live, want 50", sh.live)
+	}
+}
+
+// The memory store keeps no Go object per key: 100k recipients add a few
+// hundred heap objects (arenas, slot arrays, map buckets), not hundreds of
+// thousands, so a garbage collection does not walk them.
+func TestMemoryHoldsNoObjectPerKey(t *testing.T) {
+	m := NewMemory(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	rules := seedRules()
+	at := mustParse(t, "2026-05-01T10:00:00Z")
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const recipients = 100_000
+	for i := 0; i < recipients; i++ {
+		r := req(at.Add(time.Duration(i)*time.Millisecond), vals{"recipient": "u" + strconv.Itoa(i), "content": "c" + strconv.Itoa(i%5)}, rules...)
+		if _, err := m.Decide(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	objects := int64(after.HeapObjects) - int64(before.HeapObjects)
+	t.Logf("%d recipients: %d more heap objects, %d more heap bytes (%d per recipient)", recipients, objects, after.HeapAlloc-before.HeapAlloc, (after.HeapAlloc-before.HeapAlloc)/recipients)
+	if m.Len() != recipients {
+		t.Fatalf("Len = %d, want %d", m.Len(), recipients)
+	}
+	if objects > recipients/20 {
+		t.Fatalf("%d heap objects for %d recipients: the store keeps objects per key", objects, recipients)
+	}
+}
