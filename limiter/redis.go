@@ -259,21 +259,6 @@ func (s *Redis) runCalls(ctx context.Context, calls []*call) {
 	}
 }
 
-// runBatch decides a batch: in Go with a compare-and-set write, or in the
-// script when ScriptOnly is set or the write found a key changed.
-func (s *Redis) runBatch(ctx context.Context, batch []*call) {
-	if !s.opts.ScriptOnly && (batch[0].op == "d" || batch[0].op == "p") && wholePlans(batch) {
-		if s.decideInGo(ctx, batch) {
-			return
-		}
-		s.conflicts.Add(1)
-		for _, c := range batch {
-			c.err, c.reply = nil, nil
-		}
-	}
-	s.runCalls(ctx, batch)
-}
-
 // wholePlans reports whether every call carries every section of its plan,
 // as the Go path needs (a call split by hash tag does not).
 func wholePlans(batch []*call) bool {
@@ -286,45 +271,77 @@ func wholePlans(batch []*call) bool {
 }
 
 // batchLoop serves batched calls: it takes one, adds whatever else is
-// already waiting with the same op, and runs them together.
+// already waiting with the same op, and decides them together: in Go (see
+// redisgo.go), or in the script when ScriptOnly is set or a call is split
+// by hash tag. A batch decided in Go holds its write until the next round
+// trip, which carries it with the next batch's read.
 func (s *Redis) batchLoop() {
 	defer s.wg.Done()
 	var pending *call
+	var held *goRun
 	for {
-		first := pending
-		pending = nil
-		if first == nil {
+		batch := s.collect(&pending, held == nil)
+		if batch == nil && held == nil {
+			return // stopped
+		}
+		if batch != nil && (s.opts.ScriptOnly || !wholePlans(batch)) {
+			held = s.goRound(held, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+			s.runCalls(ctx, batch)
+			cancel()
+			finish(batch)
+			continue
+		}
+		held = s.goRound(held, batch)
+	}
+}
+
+// collect takes the next batch of calls of one op. Without block it
+// returns nil at once when no call waits; with it, it waits for one, and
+// returns nil when the store is closed.
+func (s *Redis) collect(pending **call, block bool) []*call {
+	first := *pending
+	*pending = nil
+	if first == nil {
+		if block {
 			select {
 			case first = <-s.batches:
 			case <-s.stop:
-				return
+				return nil
 			}
-		}
-		batch := []*call{first}
-		// Let goroutines that are ready to run (callers woken by the last
-		// run) queue their calls first: with few cores the woken loop would
-		// otherwise run before them and carry one call a run. Nothing
-		// waits when nothing else is ready.
-		runtime.Gosched()
-	fill:
-		for len(batch) < s.opts.MaxBatch {
+		} else {
 			select {
-			case c := <-s.batches:
-				if c.op != first.op {
-					pending = c
-					break fill
-				}
-				batch = append(batch, c)
+			case first = <-s.batches:
 			default:
-				break fill
+				return nil
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-		s.runBatch(ctx, batch)
-		cancel()
-		for _, c := range batch {
-			close(c.done)
+	}
+	batch := []*call{first}
+	// Let goroutines that are ready to run (callers woken by the last
+	// run) queue their calls first: with few cores the woken loop would
+	// otherwise run before them and carry one call a run. Nothing waits
+	// when nothing else is ready.
+	runtime.Gosched()
+	for len(batch) < s.opts.MaxBatch {
+		select {
+		case c := <-s.batches:
+			if c.op != first.op {
+				*pending = c
+				return batch
+			}
+			batch = append(batch, c)
+		default:
+			return batch
 		}
+	}
+	return batch
+}
+
+// finish hands the calls their answers.
+func finish(calls []*call) {
+	for _, c := range calls {
+		close(c.done)
 	}
 }
 

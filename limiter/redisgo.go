@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -28,7 +29,6 @@ type goBatch struct {
 	keys   []*batchKey
 	free   []*batchKey
 	names  []string
-	args   []any
 	blob   []byte
 }
 
@@ -53,8 +53,6 @@ func (b *goBatch) reset() {
 		b.free = append(b.free, bk)
 	}
 	b.keys, b.names = b.keys[:0], b.names[:0]
-	clear(b.args)
-	b.args = b.args[:0]
 }
 
 // add notes a key the batch reads.
@@ -92,32 +90,116 @@ func (b *goBatch) create(key []byte) *memKey {
 	return &bk.k
 }
 
-// decideInGo decides a batch of calls (one op, every section of each plan)
-// in Go. It reports false, having written nothing, when the commit found a
-// key changed: the caller then decides the batch in the script. Otherwise
-// every call has its reply or its error.
-func (s *Redis) decideInGo(ctx context.Context, calls []*call) bool {
-	b := goBatches.Get().(*goBatch)
-	defer func() {
-		b.reset()
-		goBatches.Put(b)
-	}()
+// goRun is a batch being decided in Go: its calls, their keys, and the
+// deadline of the whole (its calls wait as long).
+type goRun struct {
+	calls  []*call
+	b      *goBatch
+	ctx    context.Context
+	cancel context.CancelFunc
+	// after the read:
+	names []string // the keys the write checks or writes
+	args  []any
+}
+
+// goRound makes one round trip: the write of held (a batch decided in the
+// last round; nil for none) and the read of calls (nil for none). It
+// finishes held, decides calls, and returns them as the next held batch
+// when they have something to write.
+func (s *Redis) goRound(held *goRun, calls []*call) *goRun {
+	if held == nil && calls == nil {
+		return nil
+	}
+	var next *goRun
 	needTime := false
-	for _, c := range calls {
-		needTime = needTime || c.now == 0
-		for si := range c.p.sections {
-			b.add(c.p.key(&c.p.sections[si]))
-		}
-	}
-	serverNow, err := s.read(ctx, b, needTime)
-	if err != nil {
+	if calls != nil {
+		next = &goRun{calls: calls, b: goBatches.Get().(*goBatch)}
+		next.ctx, next.cancel = context.WithTimeout(context.Background(), s.opts.Timeout)
 		for _, c := range calls {
-			c.err = err
+			needTime = needTime || c.now == 0
+			for si := range c.p.sections {
+				next.b.add(c.p.key(&c.p.sections[si]))
+			}
 		}
-		return true
 	}
-	write := calls[0].op == "d"
-	for _, c := range calls {
+	// The round has the newer deadline: held's callers may have given up
+	// already, but its write is still owed (see do).
+	ctx := context.Context(nil)
+	if next != nil {
+		ctx = next.ctx
+	} else {
+		ctx = held.ctx
+	}
+	var ec *redis.Cmd
+	var tm *redis.TimeCmd
+	var mg *redis.SliceCmd
+	_, perr := s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		if held != nil {
+			ec = pipe.EvalSha(ctx, commitScript.Hash(), held.names, held.args...)
+		}
+		if next != nil {
+			if needTime {
+				tm = pipe.Time(ctx)
+			}
+			mg = pipe.MGet(ctx, next.b.names...)
+		}
+		return nil
+	})
+	if held != nil {
+		s.finishWrite(held, ec, perr)
+	}
+	if next == nil {
+		return nil
+	}
+	now, err := s.decode(next, tm, mg, perr)
+	if err != nil {
+		next.fail(err)
+		return nil
+	}
+	if !s.decideRun(next, now) {
+		next.done()
+		return nil
+	}
+	return next
+}
+
+// decode reads the round's answers for run: the server's TIME (when asked
+// for) and the values.
+func (s *Redis) decode(run *goRun, tm *redis.TimeCmd, mg *redis.SliceCmd, perr error) (int64, error) {
+	var now int64
+	if tm != nil {
+		if err := answered(tm, !tm.Val().IsZero(), perr); err != nil {
+			return 0, err
+		}
+		now = tm.Val().UnixMilli()
+	}
+	if err := answered(mg, len(mg.Val()) == len(run.b.names), perr); err != nil {
+		return 0, err
+	}
+	for i, v := range mg.Val() {
+		bk := run.b.keys[i]
+		if v == nil {
+			continue
+		}
+		old, ok := v.(string)
+		if !ok {
+			return 0, fmt.Errorf("%w: MGET answered %T for %s", ErrStore, v, bk.name)
+		}
+		bk.old, bk.exists = old, true
+		if err := decodeBlob([]byte(old), &bk.k); err != nil {
+			return 0, fmt.Errorf("%w: %s: %v", ErrStore, bk.name, err)
+		}
+	}
+	return now, nil
+}
+
+// decideRun decides the run's calls in order, as one step, and prepares
+// the write. It reports whether there is something to write; when not,
+// every call has its answer.
+func (s *Redis) decideRun(run *goRun, serverNow int64) bool {
+	b := run.b
+	write := run.calls[0].op == "d"
+	for _, c := range run.calls {
 		now := c.now
 		if now == 0 {
 			now = serverNow
@@ -143,90 +225,99 @@ func (s *Redis) decideInGo(ctx context.Context, calls []*call) bool {
 		}
 	}
 	if !write {
-		return true
+		return false
 	}
-	if s.beforeCommit != nil {
-		s.beforeCommit()
-	}
-	committed, err := s.commit(ctx, b)
-	if err != nil {
-		for _, c := range calls {
-			c.err = err
-		}
-		return true
-	}
-	return committed
-}
-
-// read fetches the batch's keys and, when needed, the server's TIME, in one
-// round trip, and decodes the values.
-func (s *Redis) read(ctx context.Context, b *goBatch, needTime bool) (int64, error) {
-	var tm *redis.TimeCmd
-	var mg *redis.SliceCmd
-	_, err := s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		if needTime {
-			tm = pipe.Time(ctx)
-		}
-		mg = pipe.MGet(ctx, b.names...)
-		return nil
-	})
-	if err != nil {
-		return 0, classify(err)
-	}
-	var now int64
-	if needTime {
-		now = tm.Val().UnixMilli()
-	}
-	for i, v := range mg.Val() {
-		bk := b.keys[i]
-		if v == nil {
-			continue
-		}
-		old, ok := v.(string)
-		if !ok {
-			return 0, fmt.Errorf("%w: MGET answered %T for %s", ErrStore, v, bk.name)
-		}
-		bk.old, bk.exists = old, true
-		if err := decodeBlob([]byte(old), &bk.k); err != nil {
-			return 0, fmt.Errorf("%w: %s: %v", ErrStore, bk.name, err)
-		}
-	}
-	return now, nil
-}
-
-// commit writes what the batch recorded, if every key an admitted decision
-// read is unchanged. It reports whether it wrote.
-func (s *Redis) commit(ctx context.Context, b *goBatch) (bool, error) {
-	b.names = b.names[:0]
 	for _, bk := range b.keys {
 		if !bk.check {
 			continue
 		}
-		b.names = append(b.names, bk.name)
+		run.names = append(run.names, bk.name)
 		if !bk.write {
-			b.args = append(b.args, bk.old, "", "")
+			run.args = append(run.args, bk.old, "", "")
 			continue
 		}
 		blob, err := encodeBlob(b.blob[:0], &bk.k)
 		if err != nil {
-			return false, err
+			run.names, run.args = nil, nil
+			for _, c := range run.calls {
+				if c.err == nil {
+					c.err = err
+				}
+			}
+			return false
 		}
 		b.blob = blob
 		ttl := bk.k.expireAt - bk.touched
 		if len(blob) == 0 || ttl <= 0 {
-			b.args = append(b.args, bk.old, "", "del")
+			run.args = append(run.args, bk.old, "", "del")
 		} else {
-			b.args = append(b.args, bk.old, string(blob), strconv.FormatInt(ttl, 10))
+			run.args = append(run.args, bk.old, string(blob), strconv.FormatInt(ttl, 10))
 		}
 	}
-	if len(b.names) == 0 {
-		return true, nil
+	if s.beforeCommit != nil {
+		s.beforeCommit()
 	}
-	changed, err := commitScript.Run(ctx, s.client, b.names, b.args...).Int64()
+	return len(run.names) > 0
+}
+
+// finishWrite takes the write's answer for held: written, it answers the
+// calls; a key changed since the read, it decides them again in the
+// script; failed, it fails them.
+func (s *Redis) finishWrite(held *goRun, ec *redis.Cmd, perr error) {
+	err := answered(ec, ec.Val() != nil, perr)
+	if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
+		// The script cache was emptied (a restart, SCRIPT FLUSH, a new
+		// master): nothing was written. Run loads it again.
+		ec = commitScript.Run(held.ctx, s.client, held.names, held.args...)
+		err = answered(ec, ec.Val() != nil, nil)
+	}
 	if err != nil {
-		return false, classify(err)
+		held.fail(err)
+		return
 	}
-	return changed == 0, nil
+	if changed, _ := ec.Int64(); changed != 0 {
+		s.conflicts.Add(1)
+		for _, c := range held.calls {
+			c.err, c.reply = nil, nil
+		}
+		s.runCalls(held.ctx, held.calls)
+	}
+	held.done()
+}
+
+// answered is a pipelined command's error, classified: its own, or, when
+// it has no answer (ok is false), the pipeline's. A pipeline that fails
+// before any command is answered (a refused AUTH, a broken connection)
+// need not set each command's error.
+func answered(cmd redis.Cmder, ok bool, perr error) error {
+	err := cmd.Err()
+	if err == nil && !ok {
+		err = perr
+		if err == nil {
+			err = fmt.Errorf("no answer to %s", cmd.Name())
+		}
+	}
+	if err != nil {
+		return classify(err)
+	}
+	return nil
+}
+
+// fail fails every call of the run and finishes it.
+func (run *goRun) fail(err error) {
+	for _, c := range run.calls {
+		c.err = err
+	}
+	run.done()
+}
+
+// done hands the calls their answers and releases the run.
+func (run *goRun) done() {
+	finish(run.calls)
+	run.cancel()
+	run.b.reset()
+	goBatches.Put(run.b)
+	run.b = nil
 }
 
 // replyOf appends a decision's answer in the script's reply layout (see
