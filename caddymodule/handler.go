@@ -249,13 +249,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return next.ServeHTTP(w, r)
 	}
 
-	ctx, cancel := r.Context(), context.CancelFunc(func() {})
-	if h.Redis != nil { // the memory store never waits on anything
-		ctx, cancel = context.WithTimeout(ctx, h.timeout)
-	}
+	// The store bounds the call by the timeout itself (the memory store
+	// never waits on anything).
 	start := time.Now()
-	d, err := h.store.Decide(ctx, req)
-	cancel()
+	d, err := h.store.Decide(r.Context(), req)
 	h.metrics.decide.observe(start, err)
 	if err != nil {
 		h.metrics.countFailure(req)
