@@ -4,9 +4,12 @@
 // JSON push bodies for 100k recipients at each.
 //
 // For each store (memory, redis) and run it measures the maximum throughput
-// (closed loop, -concurrency connections, -duration), then the latency at
-// half of A's maximum (open loop, a fixed rate), and reports medians, the
-// throughput ratio B/A and the p99 latency B adds.
+// (closed loop, -concurrency connections, -duration) and the CPU time Caddy
+// and Redis spend a request meanwhile, then the latency at half of the
+// maximum (open loop, a fixed rate), and reports medians, the throughput
+// ratio B/A, the CPU ratio A/B (the throughput ratio the CPU cost alone
+// would give: steadier when other tenants share the machine) and the p99
+// latency B adds.
 //
 //	go build -o /tmp/freqcap-caddy ./cmd/caddy
 //	go build -o /tmp/loadgen ./examples/loadgen
@@ -47,36 +50,36 @@ func main() {
 		log.Fatal("-caddy is required: go build -o /tmp/freqcap-caddy ./cmd/caddy")
 	}
 	bodies := &bodySource{recipients: *recipients}
-	fmt.Printf("| store | A: reverse_proxy req/s | B: + frequency_cap req/s | ratio B/A | p99 A at half load | p99 B at half load | added p99 |\n|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| store | A: reverse_proxy req/s | B: + frequency_cap req/s | ratio B/A | A: CPU a request | B: CPU a request | CPU ratio A/B | p99 A at half load | p99 B at half load | added p99 |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, store := range strings.Split(*stores, ",") {
-		var redisAddr string
+		var srv *redisProc
 		if store == "redis" {
-			srv, err := startRedis()
-			if err != nil {
+			var err error
+			if srv, err = startRedis(); err != nil {
 				log.Fatal(err)
 			}
 			defer srv.Process.Kill()
-			redisAddr = srv.addr
 		}
-		var ra, rb, pa, pb []float64
+		var ra, rb, pa, pb, ca, cb []float64
 		for run := 0; run < *runs; run++ {
 			for _, capped := range []bool{false, true} {
-				max, p99, err := measure(*caddyBin, capped, store, redisAddr, bodies, *concurrency, *duration)
+				m, err := measure(*caddyBin, capped, srv, bodies, *concurrency, *duration)
 				if err != nil {
 					log.Fatal(err)
 				}
 				name := "A"
 				if capped {
 					name = "B"
-					rb, pb = append(rb, max), append(pb, p99)
+					rb, pb, cb = append(rb, m.max), append(pb, m.p99), append(cb, m.cpu)
 				} else {
-					ra, pa = append(ra, max), append(pa, p99)
+					ra, pa, ca = append(ra, m.max), append(pa, m.p99), append(ca, m.cpu)
 				}
-				log.Printf("%s run %d %s: %.0f req/s max, p99 %.2f ms at half load", store, run+1, name, max, p99)
+				log.Printf("%s run %d %s: %.0f req/s max (%.0f µs CPU a request), p99 %.2f ms at half load", store, run+1, name, m.max, m.cpu, m.p99)
 			}
 		}
-		fmt.Printf("| %s | %.0f | %.0f | %.3f | %.2f ms | %.2f ms | %.2f ms |\n",
-			store, median(ra), median(rb), median(rb)/median(ra), median(pa), median(pb), median(pb)-median(pa))
+		fmt.Printf("| %s | %.0f | %.0f | %.3f | %.0f µs | %.0f µs | %.3f | %.2f ms | %.2f ms | %.2f ms |\n",
+			store, median(ra), median(rb), median(rb)/median(ra), median(ca), median(cb), median(ca)/median(cb),
+			median(pa), median(pb), median(pb)-median(pa))
 	}
 }
 
@@ -175,49 +178,87 @@ func config(capped bool, store, redisAddr string, port, upstream int) string {
 	return b.String()
 }
 
+// measurement is one run of A or B.
+type measurement struct {
+	max float64 // req/s, closed loop
+	cpu float64 // µs of CPU (Caddy and Redis) a request at max
+	p99 float64 // ms, at half of max
+}
+
 // measure starts Caddy with config A or B and returns its maximum
-// throughput and its p99 latency (ms) at half of that throughput.
-func measure(bin string, capped bool, store, redisAddr string, bodies *bodySource, conc int, d time.Duration) (float64, float64, error) {
+// throughput, the CPU it and Redis (srv, nil for the memory store) spent a request
+// then, and its p99 latency at half of that throughput. The CPU figure is
+// the steadier on a shared machine: what other tenants take lowers the
+// throughput, not the CPU a request costs.
+func measure(bin string, capped bool, srv *redisProc, bodies *bodySource, conc int, d time.Duration) (measurement, error) {
+	store, redisAddr, pids := "memory", "", []int{}
+	if srv != nil {
+		store, redisAddr, pids = "redis", srv.addr, append(pids, srv.Process.Pid)
+	}
 	port, upstream := freePort(), freePort()
 	dir, err := os.MkdirTemp("", "loadgen")
 	if err != nil {
-		return 0, 0, err
+		return measurement{}, err
 	}
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(file, []byte(config(capped, store, redisAddr, port, upstream)), 0o644); err != nil {
-		return 0, 0, err
+		return measurement{}, err
 	}
 	cmd := pinned(bin, "run", "--config", file, "--adapter", "caddyfile")
 	logf, _ := os.Create(filepath.Join(dir, "caddy.log"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		return 0, 0, err
+		return measurement{}, err
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	url := fmt.Sprintf("http://127.0.0.1:%d/v1/send", port)
 	if err := waitUp(url); err != nil {
 		out, _ := os.ReadFile(filepath.Join(dir, "caddy.log"))
-		return 0, 0, fmt.Errorf("%v\n%s", err, out)
+		return measurement{}, fmt.Errorf("%v\n%s", err, out)
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc * 2, MaxConnsPerHost: conc * 2}}
 	// Warm up connections and code paths.
 	load(client, url, bodies, conc, time.Second, 0)
-	max, _, errs := load(client, url, bodies, conc, d, 0)
+	pids = append(pids, cmd.Process.Pid) // taskset execs Caddy: one pid
+	cpu0 := cpuTime(pids)
+	max, _, errs, n := load(client, url, bodies, conc, d, 0)
+	cpu := (cpuTime(pids) - cpu0).Seconds() * 1e6 / float64(n)
 	if errs > 0 {
-		return 0, 0, fmt.Errorf("%d requests failed at full load", errs)
+		return measurement{}, fmt.Errorf("%d requests failed at full load", errs)
 	}
-	_, p99, errs := load(client, url, bodies, conc, d, max/2)
+	_, p99, errs, _ := load(client, url, bodies, conc, d, max/2)
 	if errs > 0 {
-		return 0, 0, fmt.Errorf("%d requests failed at half load", errs)
+		return measurement{}, fmt.Errorf("%d requests failed at half load", errs)
 	}
-	return max, p99, nil
+	return measurement{max: max, cpu: cpu, p99: p99}, nil
+}
+
+// cpuTime is the user and system CPU time the processes have used, from
+// /proc/<pid>/stat (clock ticks of 10 ms).
+func cpuTime(pids []int) time.Duration {
+	var ticks int64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (which may hold spaces): state is
+		// field 3, utime 14, stime 15.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 12 {
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			s, _ := strconv.ParseInt(f[12], 10, 64)
+			ticks += u + s
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 // load sends for d: closed loop with conc workers when rate is 0, else
 // open loop at rate requests a second. It returns the throughput, the p99
-// latency in ms and the number of transport errors.
-func load(client *http.Client, url string, bodies *bodySource, conc int, d time.Duration, rate float64) (float64, float64, int) {
+// latency in ms, the number of transport errors and of requests answered.
+func load(client *http.Client, url string, bodies *bodySource, conc int, d time.Duration, rate float64) (float64, float64, int, int) {
 	var errs atomic.Int64
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -267,7 +308,7 @@ func load(client *http.Client, url string, bodies *bodySource, conc int, d time.
 	if len(lat) > 0 {
 		p99 = float64(lat[len(lat)*99/100]) / float64(time.Millisecond)
 	}
-	return float64(len(lat)) / elapsed.Seconds(), p99, int(errs.Load())
+	return float64(len(lat)) / elapsed.Seconds(), p99, int(errs.Load()), len(lat)
 }
 
 func waitUp(url string) error {
