@@ -20,6 +20,8 @@ type plan struct {
 	shards   []int     // memory store: shard indices to lock, ascending
 	memKeys  []*memKey // each section's key, once looked up
 	tx       memTxn    // memory store: the keys decoded for this decision
+	call     call      // Redis store off a cluster: the decision's one call
+	calls    [1]*call
 	id       []byte
 }
 

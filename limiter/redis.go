@@ -140,7 +140,7 @@ type call struct {
 	reply []int64 // this decision's part: admitted, record times, rule answers
 	at    int64   // the run's now
 	err   error
-	done  chan struct{}
+	done  chan struct{} // one signal when answered (buffered: reused with the plan)
 }
 
 // replyLen is the length of a call's part of the reply.
@@ -253,7 +253,7 @@ func (s *Redis) runCalls(ctx context.Context, calls []*call) {
 		case k+n > len(rep):
 			c.err = fmt.Errorf("%w: short reply from script", ErrStore)
 		default:
-			c.at, c.reply = rep[k], rep[k+1:k+n]
+			c.at, c.reply = rep[k], rep[k+1:k+n:k+n] // appends must not reach the next call's part
 			k += n
 		}
 	}
@@ -338,26 +338,31 @@ func (s *Redis) collect(pending **call, block bool) []*call {
 	return batch
 }
 
-// finish hands the calls their answers.
+// finish hands the calls their answers. done has room for one signal, so
+// this never blocks, even when the caller has given up waiting.
 func finish(calls []*call) {
 	for _, c := range calls {
-		close(c.done)
+		c.done <- struct{}{}
 	}
 }
 
 // do runs the calls: through the batcher off a cluster, else one run each,
 // in parallel.
 func (s *Redis) do(ctx context.Context, calls []*call) error {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
 	if s.batches == nil {
+		ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+		defer cancel()
 		s.each(len(calls), func(i int) { s.runCalls(ctx, calls[i:i+1]) })
 		return nil
 	}
+	// A timer rather than a context: this is every decision's path.
+	timer := time.NewTimer(s.opts.Timeout)
+	defer timer.Stop()
 	for _, c := range calls {
-		c.done = make(chan struct{})
 		select {
 		case s.batches <- c:
+		case <-timer.C:
+			return s.timedOut()
 		case <-ctx.Done():
 			return classify(ctx.Err())
 		case <-s.stop:
@@ -367,23 +372,36 @@ func (s *Redis) do(ctx context.Context, calls []*call) error {
 	for _, c := range calls {
 		select {
 		case <-c.done:
-		case <-ctx.Done():
+		case <-timer.C:
 			// The run may still record this decision: an over-count
 			// until the record leaves its windows, never an over-admission.
+			return s.timedOut()
+		case <-ctx.Done():
 			return classify(ctx.Err())
 		}
 	}
 	return nil
 }
 
+func (s *Redis) timedOut() error {
+	return fmt.Errorf("%w: no answer within %s", ErrTimeout, s.opts.Timeout)
+}
+
 // calls splits a plan into calls: by hash tag on a cluster, else one.
 func (s *Redis) calls(p *plan, op string, now int64) []*call {
 	if !s.cluster {
-		c := &call{op: op, now: now, p: p, secs: make([]int, len(p.sections))}
-		for i := range c.secs {
-			c.secs[i] = i
+		// The plan's own call, reused with the plan.
+		c := &p.call
+		c.op, c.now, c.p, c.at, c.err = op, now, p, 0, nil
+		c.secs, c.reply = c.secs[:0], c.reply[:0]
+		for i := range p.sections {
+			c.secs = append(c.secs, i)
 		}
-		return []*call{c}
+		if c.done == nil {
+			c.done = make(chan struct{}, 1)
+		}
+		p.calls[0] = c
+		return p.calls[:]
 	}
 	var out []*call
 	tags := map[string]*call{}
@@ -391,7 +409,7 @@ func (s *Redis) calls(p *plan, op string, now int64) []*call {
 		tag := hashTag(string(p.key(&p.sections[si])))
 		c := tags[tag]
 		if c == nil {
-			c = &call{op: op, now: now, p: p}
+			c = &call{op: op, now: now, p: p, done: make(chan struct{}, 1)}
 			tags[tag] = c
 			out = append(out, c)
 		}
