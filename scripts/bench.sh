@@ -21,9 +21,12 @@ go version
 echo "== memory store: one decision of the seed config (go test -bench, $RUNS runs)"
 go test -run '^$' -bench 'MemoryDecide' -benchmem -count "$RUNS" ./limiter | tee "$out/memory.txt"
 
-echo "== Redis: seed-002 ZSET design vs this store, one Redis core, 32 callers"
+echo "== the handler alone: body, decision (memory store), placeholders, headers"
+go test -run '^$' -bench 'BenchmarkHandler$' -benchmem -count "$RUNS" ./caddymodule | tee "$out/handler.txt"
+
+echo "== Redis: seed-002 ZSET design vs this store (decided in the script, and in Go), one Redis core, 32 callers"
 go build -o "$out/redisbench" ./examples/redisbench
-taskset -c 1 "$out/redisbench" -recipients "$RECIPIENTS" -runs "$RUNS" -designs zset4,freqcap | tee "$out/redis.txt"
+taskset -c 1 "$out/redisbench" -recipients "$RECIPIENTS" -runs "$RUNS" -designs zset4,freqcap-script,freqcap | tee "$out/redis.txt"
 
 echo "== through Caddy: reverse_proxy alone (A) vs with frequency_cap (B), alternating"
 go build -o "$out/caddy" ./cmd/caddy
