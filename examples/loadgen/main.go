@@ -44,6 +44,8 @@ func main() {
 	concurrency := flag.Int("concurrency", 64, "connections for the maximum-throughput phase")
 	recipients := flag.Int("recipients", 100_000, "distinct recipients in the bodies")
 	core := flag.String("caddy-core", "0", "CPU list to pin Caddy (and Redis) to with taskset; empty: no pinning. Run loadgen itself on another core.")
+	flag.Float64Var(&loadShare, "latency-load", 0.5, "share of the maximum throughput to measure latency at")
+	flag.StringVar(&caddyLog, "caddy-log", "", "keep each Caddy's output in <this>.<store>-<capped> (e.g. with GODEBUG=gctrace=1)")
 	flag.Parse()
 	pin = *core
 	if *caddyBin == "" {
@@ -106,6 +108,12 @@ func (b *bodySource) body() []byte {
 
 // pin is the CPU list Caddy and Redis run on (taskset -c), or "".
 var pin string
+
+// caddyLog, when set, names the files Caddy's output is kept in.
+var caddyLog string
+
+// loadShare is the share of the maximum throughput latency is measured at.
+var loadShare = 0.5
 
 func pinned(name string, args ...string) *exec.Cmd {
 	if pin == "" {
@@ -211,7 +219,11 @@ func measure(bin string, capped bool, srv *redisProc, bodies *bodySource, conc i
 		return measurement{}, err
 	}
 	cmd := pinned(bin, "run", "--config", file, "--adapter", "caddyfile")
-	logf, _ := os.Create(filepath.Join(dir, "caddy.log"))
+	logName := filepath.Join(dir, "caddy.log")
+	if caddyLog != "" {
+		logName = fmt.Sprintf("%s.%s-%v", caddyLog, store, capped)
+	}
+	logf, _ := os.Create(logName)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return measurement{}, err
@@ -219,7 +231,7 @@ func measure(bin string, capped bool, srv *redisProc, bodies *bodySource, conc i
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	url := fmt.Sprintf("http://127.0.0.1:%d/v1/send", port)
 	if err := waitUp(url); err != nil {
-		out, _ := os.ReadFile(filepath.Join(dir, "caddy.log"))
+		out, _ := os.ReadFile(logName)
 		return measurement{}, fmt.Errorf("%v\n%s", err, out)
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc * 2, MaxConnsPerHost: conc * 2}}
@@ -232,7 +244,7 @@ func measure(bin string, capped bool, srv *redisProc, bodies *bodySource, conc i
 	if errs > 0 {
 		return measurement{}, fmt.Errorf("%d requests failed at full load", errs)
 	}
-	_, p99, errs, _ := load(client, url, bodies, conc, d, max/2)
+	_, p99, errs, _ := load(client, url, bodies, conc, d, max*loadShare)
 	if errs > 0 {
 		return measurement{}, fmt.Errorf("%d requests failed at half load", errs)
 	}
