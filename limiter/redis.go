@@ -43,7 +43,12 @@ type Redis struct {
 	// beforeCommit, when set, runs between a Go batch's read and its write
 	// (tests: to write in between).
 	beforeCommit func()
+	hot          *hotKeys
 }
+
+// hotHold is how long a key whose write from Go conflicted sends the
+// batches that touch it to the script.
+const hotHold = time.Second
 
 // RedisOptions configure NewRedis.
 type RedisOptions struct {
@@ -96,7 +101,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	// practice (calendar zones vary by recipient).
 	opts.MaxBatch = min(opts.MaxBatch, 100)
 	_, cluster := client.(*redis.ClusterClient)
-	s := &Redis{client: client, cluster: cluster, opts: opts, stop: make(chan struct{})}
+	s := &Redis{client: client, cluster: cluster, opts: opts, stop: make(chan struct{}), hot: newHotKeys(time.Now, hotHold)}
 	if !cluster {
 		s.batches = make(chan *call, 4*opts.MaxBatch)
 		for i := 0; i < opts.InFlight; i++ {
@@ -274,8 +279,8 @@ func wholePlans(batch []*call) bool {
 
 // batchLoop serves batched calls: it takes one, adds whatever else is
 // already waiting with the same op, and decides them together: in Go (see
-// redisgo.go), or in the script when ScriptOnly is set or a call is split
-// by hash tag. A batch decided in Go holds its write until the next round
+// redisgo.go), or in the script when ScriptOnly is set, a call is split by
+// hash tag, or a key is hot (see hotKeys). A batch decided in Go holds its write until the next round
 // trip, which carries it with the next batch's read.
 func (s *Redis) batchLoop() {
 	defer s.wg.Done()
@@ -286,7 +291,7 @@ func (s *Redis) batchLoop() {
 		if batch == nil && held == nil {
 			return // stopped
 		}
-		if batch != nil && (s.opts.ScriptOnly || !wholePlans(batch)) {
+		if batch != nil && (s.opts.ScriptOnly || !wholePlans(batch) || s.hot.touches(batch)) {
 			held = s.goRound(held, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 			s.runCalls(ctx, batch)

@@ -277,6 +277,9 @@ func (s *Redis) finishWrite(held *goRun, ec *redis.Cmd, perr error) {
 	}
 	if changed, _ := ec.Int64(); changed != 0 {
 		s.conflicts.Add(1)
+		if int(changed) <= len(held.names) {
+			s.hot.mark(held.names[changed-1])
+		}
 		for _, c := range held.calls {
 			c.err, c.reply = nil, nil
 		}

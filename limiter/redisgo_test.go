@@ -3,6 +3,7 @@ package limiter
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -118,4 +119,57 @@ func FuzzDecodeBlob(f *testing.F) {
 			t.Fatalf("encoding is not stable:\n%x\n%x", again, third)
 		}
 	})
+}
+
+// A key that every request writes (a per-campaign count) makes writes from
+// Go conflict, between batches in flight and between gateways. After a
+// conflict the key is hot, and the batches that touch it go to the script
+// for a while: few writes fail, and every admission is counted once.
+func TestHotKeyGoesToScript(t *testing.T) {
+	c := redistest.Client(t)
+	rule := &Rule{Name: "campaign_hour", By: []string{"campaign"}, Limit: 1000, Window: Window{Duration: time.Hour}}
+	a := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+	defer a.Close()
+	b := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+	defer b.Close()
+	mk := func(g, i int) *Request { return req(time.Time{}, vals{"campaign": "spring"}, rule) }
+	admitted := hammer(t, []Store{a, b}, 32, 30, mk)
+	if admitted != 960 {
+		t.Fatalf("admitted %d of 960 under a limit of 1000", admitted)
+	}
+	if u := mustUsage(t, a, req(time.Time{}, vals{"campaign": "spring"}, rule)); u.Results[0].Used != admitted {
+		t.Fatalf("the log holds %d, admitted %d", u.Results[0].Used, admitted)
+	}
+	conflicts := a.conflicts.Load() + b.conflicts.Load()
+	t.Logf("960 decisions on one key from two gateways: %d writes from Go conflicted", conflicts)
+	if conflicts > 16 {
+		t.Fatalf("%d conflicts: a hot key should send its batches to the script", conflicts)
+	}
+}
+
+// The hot keys cool down after their hold time and are never more than
+// maxHot.
+func TestHotKeysCoolDownAndStayBounded(t *testing.T) {
+	clock := &fixedClock{t: mustParse(t, "2026-05-01T10:00:00Z")}
+	h := newHotKeys(clock.now, time.Second)
+	p := getPlan()
+	defer p.release()
+	if err := p.build("p:", req(clock.t, vals{"campaign": "x"}, &Rule{Name: "r", By: []string{"campaign"}, Limit: 1, Window: Window{Duration: time.Minute}}), clock.t); err != nil {
+		t.Fatal(err)
+	}
+	batch := []*call{{p: p}}
+	h.mark(string(p.key(&p.sections[0])))
+	if !h.touches(batch) {
+		t.Fatal("a key just marked is not hot")
+	}
+	clock.t = clock.t.Add(time.Second)
+	if h.touches(batch) || len(h.until) != 0 {
+		t.Fatal("a key past its hold time is still hot")
+	}
+	for i := 0; i < 3*maxHot; i++ {
+		h.mark(strconv.Itoa(i))
+	}
+	if len(h.until) > maxHot {
+		t.Fatalf("%d hot keys remembered, at most %d", len(h.until), maxHot)
+	}
 }
