@@ -76,6 +76,14 @@ func (h *Handler) compile() error {
 		h.rules = append(h.rules, cr)
 	}
 
+	all := make([]*limiter.Rule, len(h.rules))
+	for i := range h.rules {
+		all[i] = h.rules[i].rule
+	}
+	if err := limiter.CheckLogs(all); err != nil {
+		return err
+	}
+
 	for _, d := range h.dims {
 		h.needs |= needsOf(d.expr)
 	}

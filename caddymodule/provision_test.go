@@ -65,6 +65,7 @@ func TestProvisionErrors(t *testing.T) {
 		{"unknown dimension", `{` + dims + `, "rules": [{"name": "x", "by": ["r", "channel"], "limit": 1, "window": "1m"}]}`, `rule x: unknown dimension "channel"`},
 		{"duplicate rule", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}, {"name": "x", "by": ["c"], "limit": 1, "window": "1m"}]}`, "rule x: defined twice"},
 		{"rule without name", `{` + dims + `, "rules": [{"by": ["r"], "limit": 1, "window": "1m"}]}`, "rule #1 has no name"},
+		{"log too large", `{` + dims + `, "rules": [{"name": "burst", "by": ["r"], "limit": 2000, "window": "5s"}, {"name": "day", "by": ["r"], "limit": 100000, "window": "24h"}]}`, "rules burst, day share a log that could hold"},
 		{"bad rule name", `{` + dims + `, "rules": [{"name": "a b", "by": ["r"], "limit": 1, "window": "1m"}]}`, `rule "a b": invalid name`},
 		{"missing by", `{` + dims + `, "rules": [{"name": "x", "limit": 1, "window": "1m"}]}`, "rule x: no dimensions (by)"},
 		{"missing limit", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "window": "1m"}]}`, "rule x: limit must be at least 1, not 0"},

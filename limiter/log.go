@@ -146,8 +146,8 @@ func (s *subLog) afterRecord(r *planRule, res *rawResult, cost, now int64) {
 // refund takes back the record made at t with the given cost, once. The
 // caller has pruned the log at now.
 func (s *subLog) refund(t, cost, grain, now int64) bool {
-	if t <= s.floor || t <= now-s.retention {
-		return false
+	if t <= s.floor || t <= now-s.retention || len(s.tombs) >= maxEntries {
+		return false // past maxEntries refunds, the log could not be stored
 	}
 	for _, x := range s.tombs {
 		if x == t {

@@ -118,7 +118,9 @@ func (m *Memory) decide(req *Request, record bool) (*Decision, error) {
 		for _, k := range p.memKeys {
 			tx.touch(k)
 		}
-		tx.commit()
+		if err := tx.commit(); err != nil {
+			return nil, err
+		}
 	}
 	return p.finish(req, now, admitted), nil
 }
@@ -156,7 +158,9 @@ func (m *Memory) Refund(ctx context.Context, id string) (bool, error) {
 			tx.touch(k)
 		}
 	}
-	tx.commit()
+	if err := tx.commit(); err != nil {
+		return false, err
+	}
 	return given, nil
 }
 
@@ -181,8 +185,7 @@ func (m *Memory) Reset(ctx context.Context, req *Request) error {
 			}
 		}
 	}
-	tx.commit()
-	return nil
+	return tx.commit()
 }
 
 // Close stops the sweeper.
@@ -252,13 +255,16 @@ type txnKey struct {
 	key     []byte
 	k       memKey
 	touched bool
+	// off, end: the encoded value in memTxn.buf, once commit encoded it
+	off, end int
 }
 
 func (tx *memTxn) reset(m *Memory) {
 	for _, tk := range tx.keys[:tx.n] {
 		tk.key = nil
-		for i := range tk.k.subs {
-			tk.k.subs[i].id = nil
+		subs := tk.k.subs[:cap(tk.k.subs)]
+		for i := range subs {
+			subs[i].id = nil // let old arenas go
 		}
 	}
 	tx.m, tx.n = m, 0
@@ -321,26 +327,37 @@ func (tx *memTxn) touch(k *memKey) {
 	}
 }
 
-// commit writes back the touched keys.
-func (tx *memTxn) commit() {
+// commit writes back the touched keys: all of them, or, when one cannot be
+// encoded (more records than a log can hold; CheckLogs refuses configs that
+// could get there), none, with an error.
+func (tx *memTxn) commit() error {
+	buf := tx.buf[:0]
 	for _, tk := range tx.keys[:tx.n] {
 		if !tk.touched {
 			continue
 		}
-		// Encode apart: the ids being encoded may lie in the arena.
-		buf, err := encodeBlob(tx.buf[:0], &tk.k)
-		tx.buf = buf
+		// Encode apart first: the ids being encoded may lie in the arena.
+		start := len(buf)
+		var err error
+		if buf, err = encodeBlob(buf, &tk.k); err != nil {
+			tx.buf = buf
+			return err
+		}
+		tk.off, tk.end = start, len(buf)
+	}
+	tx.buf = buf
+	for _, tk := range tx.keys[:tx.n] {
 		switch {
-		case err != nil || len(buf) == 0:
-			// Nothing left, or more than a value can say (65535 records
-			// in a log, beyond any limit the store keeps exact records for).
+		case !tk.touched:
+		case tk.end == tk.off: // nothing left
 			if tk.slot >= 0 {
 				tk.sh.remove(tk.slot)
 			}
 		default:
-			tk.slot = tk.sh.put(tk.slot, tk.hash, tk.key, buf, tk.k.expireAt)
+			tk.slot = tk.sh.put(tk.slot, tk.hash, tk.key, buf[tk.off:tk.end], tk.k.expireAt)
 		}
 	}
+	return nil
 }
 
 // find returns the sub-log with the id, or nil.

@@ -3,6 +3,7 @@ package limiter
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -189,8 +190,43 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 		}
 		s.r1 = len(p.rules)
 		s.grain = grainFor(maxLimit, bound)
+		if n := maxRecords(maxLimit, s.retention, s.grain); n > maxEntries {
+			var names []string
+			for _, pr := range p.rules[s.r0:s.r1] {
+				names = append(names, req.Checks[pr.check].Rule.Name)
+			}
+			return fmt.Errorf("rules %s share a log that could hold %d records, more than %d: lower the limit, or lengthen the shortest window (records then merge into buckets of up to a thousandth of it)", strings.Join(names, ", "), n, maxEntries)
+		}
 	}
 	return nil
+}
+
+// maxRecords bounds the records a log can hold: twice the largest limit
+// (a calendar log keeps the last period and this one), or, bucketed, one a
+// bucket over its retention.
+func maxRecords(maxLimit, retention, grain int64) int64 {
+	n := 2 * maxLimit
+	if grain > 0 {
+		n = min(n, retention/grain+2)
+	}
+	return n
+}
+
+// CheckLogs reports, at configuration time, rules whose shared log could
+// hold more records than a stored log can (see maxRecords); deciding on
+// them would fail.
+func CheckLogs(rules []*Rule) error {
+	req := &Request{}
+	for _, r := range rules {
+		c := Check{Rule: r, Cost: 1, Values: make([]string, len(r.By))}
+		for i := range c.Values {
+			c.Values[i] = "x"
+		}
+		req.Checks = append(req.Checks, c)
+	}
+	p := getPlan()
+	defer p.release()
+	return p.build("", req, time.Unix(0, 0).UTC())
 }
 
 // maxSections bounds the logs one request reads (and, since rules over one

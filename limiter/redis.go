@@ -243,8 +243,15 @@ func appendUint(b []byte, v uint64, n int) []byte {
 // of the reply.
 func (s *Redis) runCalls(ctx context.Context, calls []*call) {
 	ra := newRunArgs(len(calls))
-	for _, c := range calls {
+	for i, c := range calls {
 		ra.add(c)
+		if ra.nspecs > 255 && i > 0 {
+			// The script counts specs in a byte: run in two halves (a
+			// decision alone has at most 255 sections).
+			s.runCalls(ctx, calls[:len(calls)/2])
+			s.runCalls(ctx, calls[len(calls)/2:])
+			return
+		}
 	}
 	ra.specs[0] = byte(ra.nspecs)
 	ra.decs[0], ra.decs[1] = byte(len(calls)), byte(len(calls)>>8)

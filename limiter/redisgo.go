@@ -42,6 +42,7 @@ type batchKey struct {
 	// unchanged; write: a decision recorded in it.
 	check, write bool
 	touched      int64 // the now of the first decision that wrote it
+	err          error // the value read is not a log: its decisions fail
 }
 
 var goBatches = sync.Pool{New: func() any { return &goBatch{byName: map[string]*batchKey{}} }}
@@ -49,7 +50,7 @@ var goBatches = sync.Pool{New: func() any { return &goBatch{byName: map[string]*
 func (b *goBatch) reset() {
 	clear(b.byName)
 	for _, bk := range b.keys {
-		bk.name, bk.old, bk.exists, bk.check, bk.write, bk.touched = "", "", false, false, false, 0
+		bk.name, bk.old, bk.exists, bk.check, bk.write, bk.touched, bk.err = "", "", false, false, false, 0, nil
 		b.free = append(b.free, bk)
 	}
 	b.keys, b.names = b.keys[:0], b.names[:0]
@@ -70,6 +71,16 @@ func (b *goBatch) add(key []byte) {
 	b.byName[bk.name] = bk
 	b.keys = append(b.keys, bk)
 	b.names = append(b.names, bk.name)
+}
+
+// badKey returns the error of a key of p whose value is not a log.
+func (b *goBatch) badKey(p *plan) error {
+	for si := range p.sections {
+		if bk := b.byName[string(p.key(&p.sections[si]))]; bk != nil && bk.err != nil {
+			return bk.err
+		}
+	}
+	return nil
 }
 
 // lookup implements keySource.
@@ -141,7 +152,9 @@ func (s *Redis) goRound(held *goRun, calls []*call) *goRun {
 			if needTime {
 				tm = pipe.Time(ctx)
 			}
-			mg = pipe.MGet(ctx, next.b.names...)
+			if len(next.b.names) > 0 { // a request may have no checks
+				mg = pipe.MGet(ctx, next.b.names...)
+			}
 		}
 		return nil
 	})
@@ -173,6 +186,9 @@ func (s *Redis) decode(run *goRun, tm *redis.TimeCmd, mg *redis.SliceCmd, perr e
 		}
 		now = tm.Val().UnixMilli()
 	}
+	if mg == nil {
+		return now, nil
+	}
 	if err := answered(mg, len(mg.Val()) == len(run.b.names), perr); err != nil {
 		return 0, err
 	}
@@ -183,11 +199,13 @@ func (s *Redis) decode(run *goRun, tm *redis.TimeCmd, mg *redis.SliceCmd, perr e
 		}
 		old, ok := v.(string)
 		if !ok {
-			return 0, fmt.Errorf("%w: MGET answered %T for %s", ErrStore, v, bk.name)
+			bk.err = fmt.Errorf("%w: MGET answered %T for %s", ErrStore, v, bk.name)
+			continue
 		}
 		bk.old, bk.exists = old, true
 		if err := decodeBlob([]byte(old), &bk.k); err != nil {
-			return 0, fmt.Errorf("%w: %s: %v", ErrStore, bk.name, err)
+			// Only the decisions that read this key fail.
+			bk.err = fmt.Errorf("%w: %s: %v", ErrStore, bk.name, err)
 		}
 	}
 	return now, nil
@@ -205,6 +223,10 @@ func (s *Redis) decideRun(run *goRun, serverNow int64) bool {
 			now = serverNow
 		}
 		p := c.p
+		if err := b.badKey(p); err != nil {
+			c.err = err
+			continue
+		}
 		p.raw = p.raw[:0]
 		admitted, err := decideOn(b, p, now, write)
 		if err != nil {
@@ -265,6 +287,11 @@ func (s *Redis) decideRun(run *goRun, serverNow int64) bool {
 // script; failed, it fails them.
 func (s *Redis) finishWrite(held *goRun, ec *redis.Cmd, perr error) {
 	err := answered(ec, ec.Val() != nil, perr)
+	if _, ok := ec.Val().(int64); ok {
+		// Answered: a failure later in the pipeline may have stamped its
+		// error on every command, this one included.
+		err = nil
+	}
 	if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
 		// The script cache was emptied (a restart, SCRIPT FLUSH, a new
 		// master): nothing was written. Run loads it again.

@@ -3,6 +3,7 @@ package limiter
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -171,5 +172,74 @@ func TestHotKeysCoolDownAndStayBounded(t *testing.T) {
 	}
 	if len(h.until) > maxHot {
 		t.Fatalf("%d hot keys remembered, at most %d", len(h.until), maxHot)
+	}
+}
+
+// A value that is not a log fails the decisions that read it, and only
+// them: another recipient's decision in the same batch goes through.
+func TestCorruptKeyFailsOnlyItsDecisions(t *testing.T) {
+	c := redistest.Client(t)
+	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+	defer s.Close()
+	rules := seedRules()
+	if err := c.Set(context.Background(), keyFor("freqcap:", "recipient", "bad"), "not a log", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	at := mustParse(t, "2026-05-01T10:00:00Z")
+	var calls []*call
+	for _, who := range []string{"bad", "good"} {
+		p := getPlan()
+		if err := p.build("freqcap:", req(at, vals{"recipient": who, "content": "c"}, rules...), at); err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, s.calls(p, "d", at.UnixMilli())...)
+	}
+	held := s.goRound(nil, calls) // one batch: read and decide
+	s.goRound(held, nil)          // its write
+	if calls[0].err == nil || !errors.Is(calls[0].err, ErrStore) {
+		t.Fatalf("the decision on the corrupt key: err %v, want ErrStore", calls[0].err)
+	}
+	if calls[1].err != nil || calls[1].reply[0] != 1 {
+		t.Fatalf("the other recipient's decision: err %v, reply %v; want admitted", calls[1].err, calls[1].reply)
+	}
+}
+
+// A request with no checks is admitted, as by the memory store.
+func TestNoChecksAdmitted(t *testing.T) {
+	s := NewRedis(redistest.Client(t), RedisOptions{Timeout: 5 * time.Second})
+	defer s.Close()
+	d, err := s.Decide(context.Background(), &Request{})
+	if err != nil || !d.Allowed {
+		t.Fatalf("no checks: %v, %v; want admitted", d, err)
+	}
+}
+
+// A log refuses a refund past maxEntries tombs: more could not be stored,
+// and a log that cannot be stored would lose every record it holds.
+func TestRefundsStopAtMaxTombs(t *testing.T) {
+	l := subLog{retention: 86_400_000, tombs: make([]int64, maxEntries)}
+	l.entries = []entry{{t: 5000, c: 1}}
+	if l.refund(5000, 1, 0, 6000) {
+		t.Fatal("refund accepted past maxEntries tombs")
+	}
+	l.tombs = l.tombs[:maxEntries-1]
+	if !l.refund(5000, 1, 0, 6000) {
+		t.Fatal("refund refused below maxEntries tombs")
+	}
+}
+
+// Rules whose shared log could hold more records than a value can are
+// refused when configured.
+func TestCheckLogs(t *testing.T) {
+	burst := &Rule{Name: "burst", By: []string{"campaign"}, Limit: 2000, Window: Window{Duration: 5 * time.Second}}
+	day := &Rule{Name: "day", By: []string{"campaign"}, Limit: 100_000, Window: Window{Duration: 24 * time.Hour}}
+	if err := CheckLogs([]*Rule{burst, day}); err == nil {
+		t.Fatal("a 5 s window (exact records) beside a limit of 100,000 was accepted")
+	}
+	if err := CheckLogs([]*Rule{day}); err != nil {
+		t.Fatalf("a bucketed day log was refused: %v", err)
+	}
+	if err := CheckLogs(seedRules()); err != nil {
+		t.Fatalf("the seed config was refused: %v", err)
 	}
 }

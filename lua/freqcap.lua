@@ -351,8 +351,11 @@ local function record(s, now, cost, grain)
   return t, false
 end
 
+local MAXN = 65535 -- entries or tombs a sub-log can hold (I2 counts)
+
 local function refund(s, t, cost, grain, now)
-  if t <= s.floor or t <= now - s.ret then return 0 end
+  -- Past MAXN tombs the sub-log could not be stored: refuse the refund.
+  if t <= s.floor or t <= now - s.ret or #s.tombs >= MAXN then return 0 end
   for _, x in ipairs(s.tombs) do
     if x == t then return 0 end
   end
