@@ -204,11 +204,13 @@ type faultRun struct {
 	// faultStart is when the fault began, faultEnd when the store was back.
 	faultStart, faultEnd time.Time
 	// streak counts a route's requests decided in a row since faultEnd
-	// (in the order they finished), from streakStart; recovered is the
-	// streakStart of its first streak of recoveryStreak. Each route has a
-	// store of its own, with its own connections.
-	streak                 [2]int
-	streakStart, recovered [2]time.Time
+	// (in the order they finished); recovered is when
+	// its first streak of recoveryStreak was complete. Requests already in
+	// flight then may still fail: with several batches in flight, each of
+	// the first ones after a restart may hold a connection the restart
+	// broke. Each route has a store of its own, with its own connections.
+	streak    [2]int
+	recovered [2]time.Time
 
 	goroutines [2]int // settled, before and after
 	stalls     *stallMeter
@@ -284,13 +286,11 @@ func (f *faultRun) load(stop <-chan struct{}) *sync.WaitGroup {
 					switch {
 					case r.err != nil || !r.decided:
 						f.streak[rt] = 0
-					case f.streak[rt] == 0:
-						f.streak[rt], f.streakStart[rt] = 1, r.start
 					default:
 						f.streak[rt]++
 					}
 					if f.streak[rt] == recoveryStreak {
-						f.recovered[rt] = f.streakStart[rt]
+						f.recovered[rt] = time.Now()
 					}
 				}
 				f.mu.Unlock()

@@ -52,6 +52,9 @@ func decideOn(src keySource, p *plan, now int64, record bool) (bool, error) {
 	}
 	for si := range p.sections {
 		s := &p.sections[si]
+		if s.cost == 0 {
+			continue // counts nothing: its log stays as it is, as in the script
+		}
 		k := keys[si]
 		if k == nil {
 			if k = sameKey(p, si, keys); k == nil {
@@ -61,9 +64,7 @@ func decideOn(src keySource, p *plan, now int64, record bool) (bool, error) {
 		}
 		l := k.sub(p.sub(s))
 		l.retention = s.retention
-		if s.cost > 0 {
-			s.recorded = l.record(now, s.cost, s.grain)
-		}
+		s.recorded = l.record(now, s.cost, s.grain)
 		for ri := s.r0; ri < s.r1; ri++ {
 			l.afterRecord(&p.rules[ri], &p.raw[ri], s.cost, now)
 		}
