@@ -5,10 +5,11 @@ import "bytes"
 // keySource is where a decision finds its keys: the memory store's shards,
 // or the values a Redis batch has read.
 type keySource interface {
-	// lookup returns the key pruned at now, or nil when it does not exist.
-	lookup(key []byte, now int64) *memKey
-	// create returns a new empty key stored under key.
-	create(key []byte) *memKey
+	// lookup returns the key of p's section si pruned at now, or nil when
+	// it does not exist.
+	lookup(p *plan, si int, now int64) *memKey
+	// create returns a new empty key stored under the key of p's section si.
+	create(p *plan, si int) *memKey
 }
 
 // emptyLog stands for a missing log when reading; nothing writes to it.
@@ -27,7 +28,7 @@ func decideOn(src keySource, p *plan, now int64, record bool) (bool, error) {
 		s := &p.sections[si]
 		k := sameKey(p, si, keys)
 		if k == nil && !p.keySeen(si) {
-			k = src.lookup(p.key(s), now)
+			k = src.lookup(p, si, now)
 		}
 		keys = append(keys, k)
 		l := &emptyLog
@@ -58,7 +59,7 @@ func decideOn(src keySource, p *plan, now int64, record bool) (bool, error) {
 		k := keys[si]
 		if k == nil {
 			if k = sameKey(p, si, keys); k == nil {
-				k = src.create(p.key(s))
+				k = src.create(p, si)
 			}
 			keys[si] = k
 		}

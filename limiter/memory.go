@@ -147,7 +147,7 @@ func (m *Memory) Refund(ctx context.Context, id string) (bool, error) {
 	given := false
 	for i, r := range recs {
 		s := &p.sections[i]
-		k := tx.lookup(p.key(s), now)
+		k := tx.lookup(p, i, now)
 		if k == nil {
 			continue
 		}
@@ -177,7 +177,7 @@ func (m *Memory) Reset(ctx context.Context, req *Request) error {
 	tx := p.memTxn(m)
 	for si := range p.sections {
 		s := &p.sections[si]
-		if k := tx.lookup(p.key(s), now.UnixMilli()); k != nil {
+		if k := tx.lookup(p, si, now.UnixMilli()); k != nil {
 			if l := k.find(p.sub(s)); l != nil {
 				l.forget()
 				k.refreshExpiry()
@@ -209,13 +209,15 @@ func (m *Memory) Len() int {
 
 func (m *Memory) hash(key []byte) uint64 { return maphash.Bytes(m.seed, key) }
 
-func (m *Memory) shardIndex(key []byte) int { return int(m.hash(key) % memShards) }
-
-// lock takes the shard locks of every key of p in index order, so that
-// decisions over several keys never deadlock.
+// lock hashes the key of every section of p (into p.hashes, for memTxn)
+// and takes their shard locks in index order, so that decisions over
+// several keys never deadlock.
 func (m *Memory) lock(p *plan) {
+	p.hashes = p.hashes[:0]
 	for si := range p.sections {
-		i := m.shardIndex(p.key(&p.sections[si]))
+		h := m.hash(p.key(&p.sections[si]))
+		p.hashes = append(p.hashes, h)
+		i := int(h % memShards)
 		j := len(p.shards)
 		for j > 0 && p.shards[j-1] > i {
 			j--
@@ -282,14 +284,15 @@ func (tx *memTxn) add(sh *memShard, hash uint64, slot int32, key []byte) *txnKey
 }
 
 // lookup implements keySource.
-func (tx *memTxn) lookup(key []byte, now int64) *memKey {
+func (tx *memTxn) lookup(p *plan, si int, now int64) *memKey {
+	key := p.key(&p.sections[si])
 	for _, tk := range tx.keys[:tx.n] {
 		if bytes.Equal(tk.key, key) {
 			tk.k.prune(now)
 			return &tk.k
 		}
 	}
-	h := tx.m.hash(key)
+	h := p.hashes[si]
 	sh := &tx.m.shards[h%memShards]
 	i := sh.find(h, key)
 	if i < 0 {
@@ -313,9 +316,9 @@ func (tx *memTxn) lookup(key []byte, now int64) *memKey {
 }
 
 // create implements keySource.
-func (tx *memTxn) create(key []byte) *memKey {
-	h := tx.m.hash(key)
-	return &tx.add(&tx.m.shards[h%memShards], h, -1, key).k
+func (tx *memTxn) create(p *plan, si int) *memKey {
+	h := p.hashes[si]
+	return &tx.add(&tx.m.shards[h%memShards], h, -1, p.key(&p.sections[si])).k
 }
 
 // touch marks k to be written back.

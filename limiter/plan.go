@@ -19,6 +19,7 @@ type plan struct {
 	raw      []rawResult
 	checkSec []int     // section of each check
 	shards   []int     // memory store: shard indices to lock, ascending
+	hashes   []uint64  // memory store: each section's key hashed
 	memKeys  []*memKey // each section's key, once looked up
 	tx       memTxn    // memory store: the keys decoded for this decision
 	call     call      // Redis store off a cluster: the decision's one call
@@ -63,7 +64,7 @@ func (p *plan) release() {
 		return // a huge request: let its buffers go
 	}
 	p.buf, p.sections, p.rules, p.raw = p.buf[:0], p.sections[:0], p.rules[:0], p.raw[:0]
-	p.checkSec, p.shards, p.id = p.checkSec[:0], p.shards[:0], p.id[:0]
+	p.checkSec, p.shards, p.hashes, p.id = p.checkSec[:0], p.shards[:0], p.hashes[:0], p.id[:0]
 	clear(p.memKeys)
 	p.memKeys = p.memKeys[:0]
 	p.tx.reset(nil)

@@ -50,7 +50,7 @@ var goBatches = sync.Pool{New: func() any { return &goBatch{byName: map[string]*
 func (b *goBatch) reset() {
 	clear(b.byName)
 	for _, bk := range b.keys {
-		bk.name, bk.old, bk.exists, bk.check, bk.write, bk.touched, bk.err = "", "", false, false, false, 0, nil
+		*bk = batchKey{k: bk.k} // keep the decoding buffers
 		b.free = append(b.free, bk)
 	}
 	b.keys, b.names = b.keys[:0], b.names[:0]
@@ -84,8 +84,8 @@ func (b *goBatch) badKey(p *plan) error {
 }
 
 // lookup implements keySource.
-func (b *goBatch) lookup(key []byte, now int64) *memKey {
-	bk := b.byName[string(key)]
+func (b *goBatch) lookup(p *plan, si int, now int64) *memKey {
+	bk := b.byName[string(p.key(&p.sections[si]))]
 	if bk == nil || !bk.exists {
 		return nil
 	}
@@ -94,8 +94,8 @@ func (b *goBatch) lookup(key []byte, now int64) *memKey {
 }
 
 // create implements keySource.
-func (b *goBatch) create(key []byte) *memKey {
-	bk := b.byName[string(key)]
+func (b *goBatch) create(p *plan, si int) *memKey {
+	bk := b.byName[string(p.key(&p.sections[si]))]
 	bk.exists = true
 	bk.k.subs = bk.k.subs[:0]
 	return &bk.k
