@@ -28,7 +28,7 @@ echo "== Redis: seed-002 ZSET design vs this store (decided in the script, and i
 go build -o "$out/redisbench" ./examples/redisbench
 taskset -c 1 "$out/redisbench" -recipients "$RECIPIENTS" -runs "$RUNS" -designs zset4,freqcap-script,freqcap | tee "$out/redis.txt"
 
-echo "== through Caddy: reverse_proxy alone (A) vs with frequency_cap (B), alternating"
+echo "== through Caddy: reverse_proxy alone (A) vs with frequency_cap (B), in alternating 1 s slices"
 go build -o "$out/caddy" ./cmd/caddy
 go build -o "$out/loadgen" ./examples/loadgen
-taskset -c 1 "$out/loadgen" -caddy "$out/caddy" -runs "$RUNS" | tee "$out/caddy.txt"
+taskset -c 1 "$out/loadgen" -caddy "$out/caddy" -runs $((RUNS * 4)) | tee "$out/caddy.txt"

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"fmt"
+	"log"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+// side is one of the two Caddys of a comparison and what was measured of it.
+type side struct {
+	name   string // A or B
+	caddy  *caddyProc
+	pids   []int // whose CPU time a request is charged: Caddy, and Redis for B
+	client *http.Client
+	rates  []float64       // req/s of each maximum-throughput slice
+	cpu    time.Duration   // Caddy's and Redis's
+	rcpu   time.Duration   // Redis's share of cpu
+	served int             // requests answered in those slices
+	lat    []time.Duration // latencies of the fixed-rate slices
+}
+
+func (s *side) cpuPerRequest() float64 { return perRequest(s.cpu, s.served) }
+
+// redisPerRequest is the µs of Redis CPU in cpuPerRequest.
+func (s *side) redisPerRequest() float64 { return perRequest(s.rcpu, s.served) }
+
+func perRequest(d time.Duration, n int) float64 { return d.Seconds() * 1e6 / float64(max(n, 1)) }
+
+// p99 is the 99th percentile latency in ms over all fixed-rate slices.
+func (s *side) p99() float64 { return p99(s.lat) }
+
+// p99 is the 99th percentile of lat in ms; it sorts lat.
+func p99(lat []time.Duration) float64 {
+	if len(lat) == 0 {
+		return 0
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return float64(lat[len(lat)*99/100]) / float64(time.Millisecond)
+}
+
+// slowest is the longest of lat in ms.
+func slowest(lat []time.Duration) float64 {
+	var m time.Duration
+	for _, l := range lat {
+		m = max(m, l)
+	}
+	return float64(m) / float64(time.Millisecond)
+}
+
+// comparison is A (reverse_proxy only) and B (with frequency_cap on one
+// store), both running, loaded one at a time.
+type comparison struct {
+	store       string
+	redis       *redisProc
+	a, b        *side
+	latencyRate float64
+}
+
+func newComparison(bin, spec string) (*comparison, error) {
+	store, redisCPUs, pinnedRedis := strings.Cut(spec, "@")
+	c := &comparison{store: spec}
+	redisAddr := ""
+	switch store {
+	case "none": // B is A again: the spread of the instrument itself
+	case "memory":
+	case "redis":
+		if !pinnedRedis {
+			redisCPUs = ""
+		}
+		var err error
+		if c.redis, err = startRedis(redisCPUs); err != nil {
+			return nil, err
+		}
+		redisAddr = c.redis.addr
+	default:
+		return nil, fmt.Errorf("unknown store %q: none, memory, redis or redis@<cpus>", spec)
+	}
+	for _, capped := range []bool{false, true} {
+		p, err := startCaddy(bin, capped && store != "none", store, redisAddr, strings.ReplaceAll(spec, "@", "-"))
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+		s := &side{name: "A", caddy: p, pids: []int{p.cmd.Process.Pid}, client: newClient()}
+		if capped {
+			s.name = "B"
+			if c.redis != nil {
+				s.pids = append(s.pids, c.redis.cmd.Process.Pid)
+			}
+			c.b = s
+		} else {
+			c.a = s
+		}
+	}
+	return c, nil
+}
+
+func newClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
+}
+
+func (c *comparison) stop() {
+	for _, s := range []*side{c.a, c.b} {
+		if s != nil {
+			s.caddy.stop()
+		}
+	}
+	if c.redis != nil {
+		c.redis.stop()
+	}
+}
+
+// order is the sides in round r: A B, then B A, so that a drift in the
+// machine's speed over a pair of rounds falls on both alike.
+func (c *comparison) order(r int) []*side {
+	if r%2 == 0 {
+		return []*side{c.a, c.b}
+	}
+	return []*side{c.b, c.a}
+}
+
+// ratio is the median over rounds of B's throughput over A's in the same
+// round.
+func (c *comparison) ratio() float64 {
+	var r []float64
+	for i := range min(len(c.a.rates), len(c.b.rates)) {
+		r = append(r, c.b.rates[i]/c.a.rates[i])
+	}
+	return median(r)
+}
+
+// run warms both up, then measures the maximum throughput and the latency
+// at loadShare of A's maximum, in rounds of one slice each.
+func (c *comparison) run(bodies *bodySource, conc int, slice time.Duration, rounds int, loadShare float64) error {
+	for _, s := range []*side{c.a, c.b} { // connections, code paths, the store
+		if _, errs, _ := load(s.client, s.caddy.url, bodies, conc, slice, 0); errs > 0 {
+			return fmt.Errorf("%s: %d requests failed warming up", s.name, errs)
+		}
+	}
+	if err := c.throughput(bodies, conc, slice, rounds); err != nil {
+		return err
+	}
+	c.latencyRate = loadShare * median(c.a.rates)
+	return c.latency(bodies, conc, slice, rounds)
+}
+
+// throughput loads each side closed loop, with the CPU profiles taken
+// over all its slices when asked for.
+func (c *comparison) throughput(bodies *bodySource, conc int, slice time.Duration, rounds int) error {
+	profiled := make(chan error, 2)
+	for _, s := range []*side{c.a, c.b} {
+		if cpuProfile == "" {
+			profiled <- nil
+			continue
+		}
+		file := fmt.Sprintf("%s.%s-%s", cpuProfile, s.caddy.label, s.name)
+		go func() { profiled <- s.caddy.profile(time.Duration(rounds)*2*slice, file) }()
+	}
+	for r := range rounds {
+		for _, s := range c.order(r) {
+			cpu0, rcpu0 := cpuTime(s.pids), cpuTime(s.pids[1:])
+			lat, errs, took := load(s.client, s.caddy.url, bodies, conc, slice, 0)
+			s.cpu += cpuTime(s.pids) - cpu0
+			s.rcpu += cpuTime(s.pids[1:]) - rcpu0
+			if errs > 0 {
+				return fmt.Errorf("%s: %d requests failed at full load", s.name, errs)
+			}
+			s.served += len(lat)
+			s.rates = append(s.rates, float64(len(lat))/took.Seconds())
+		}
+		log.Printf("%s round %d: A %.0f req/s, B %.0f req/s", c.store, r+1, c.a.rates[r], c.b.rates[r])
+	}
+	for range 2 {
+		if err := <-profiled; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// latency loads each side open loop at c.latencyRate.
+func (c *comparison) latency(bodies *bodySource, conc int, slice time.Duration, rounds int) error {
+	tail := map[string]string{}
+	for r := range rounds {
+		for _, s := range c.order(r) {
+			lat, errs, _ := load(s.client, s.caddy.url, bodies, conc, slice, c.latencyRate)
+			if errs > 0 {
+				return fmt.Errorf("%s: %d requests failed at %.0f req/s", s.name, errs, c.latencyRate)
+			}
+			s.lat = append(s.lat, lat...)
+			tail[s.name] = fmt.Sprintf("p99 %.2f ms, slowest %.2f ms", p99(lat), slowest(lat))
+		}
+		log.Printf("%s round %d at %.0f req/s: A %s; B %s", c.store, r+1, c.latencyRate, tail["A"], tail["B"])
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file starts and stops the processes measured (Caddy, redis-server),
+// pinned to their cores, and reads what CPU time they used.
+
+var (
+	caddyPin   string // CPU list Caddy runs on (taskset -c), or ""
+	caddyLog   string // when set, names the files Caddy's output is kept in
+	cpuProfile string // when set, names the files Caddy's CPU profiles are kept in
+)
+
+type caddyProc struct {
+	cmd   *exec.Cmd
+	url   string
+	admin int    // admin port, 0 when the admin endpoint is off
+	label string // the store, for file names
+	dir   string
+	out   *os.File
+}
+
+func startCaddy(bin string, capped bool, store, redisAddr, label string) (*caddyProc, error) {
+	port, upstream, admin := freePort(), freePort(), 0
+	if cpuProfile != "" {
+		admin = freePort()
+	}
+	dir, err := os.MkdirTemp("", "loadgen")
+	if err != nil {
+		return nil, err
+	}
+	p := &caddyProc{url: fmt.Sprintf("http://127.0.0.1:%d/v1/send", port), admin: admin, label: label, dir: dir}
+	file := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(file, []byte(config(capped, store, redisAddr, port, upstream, admin)), 0o644); err != nil {
+		return nil, err
+	}
+	logName := filepath.Join(dir, "caddy.log")
+	if caddyLog != "" {
+		logName = fmt.Sprintf("%s.%s-%s", caddyLog, label, map[bool]string{false: "A", true: "B"}[capped])
+	}
+	if p.out, err = os.Create(logName); err != nil {
+		return nil, err
+	}
+	p.cmd = pinned(caddyPin, bin, "run", "--config", file, "--adapter", "caddyfile")
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	if err := waitUp(p.url); err != nil {
+		p.stop()
+		out, _ := os.ReadFile(logName)
+		return nil, fmt.Errorf("%v\n%s", err, out)
+	}
+	return p, nil
+}
+
+func (p *caddyProc) stop() {
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	p.out.Close()
+	os.RemoveAll(p.dir)
+}
+
+// profile writes Caddy's CPU profile over the next d to file.
+func (p *caddyProc) profile(d time.Duration, file string) error {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", p.admin, int(d.Seconds())))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
+}
+
+type redisProc struct {
+	cmd  *exec.Cmd
+	addr string
+	dir  string
+}
+
+func startRedis(cpus string) (*redisProc, error) {
+	port := freePort()
+	dir, err := os.MkdirTemp("", "loadgen-redis")
+	if err != nil {
+		return nil, err
+	}
+	cmd := pinned(cpus, "redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	r := &redisProc{cmd, fmt.Sprintf("127.0.0.1:%d", port), dir}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if c, err := net.Dial("tcp", r.addr); err == nil {
+			c.Close()
+			return r, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.stop()
+	return nil, fmt.Errorf("redis-server did not start on %s", r.addr)
+}
+
+func (r *redisProc) stop() {
+	r.cmd.Process.Kill()
+	r.cmd.Wait()
+	os.RemoveAll(r.dir)
+}
+
+// pinned is a command run on the CPUs of a taskset list (any when "").
+func pinned(cpus, name string, args ...string) *exec.Cmd {
+	if cpus == "" {
+		return exec.Command(name, args...)
+	}
+	cmd := exec.Command("taskset", append([]string{"-c", cpus, name}, args...)...)
+	// Go sizes its scheduler (and its GC workers) by the machine, not by
+	// the affinity: tell Caddy how many cores it really has.
+	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(cpuCount(cpus)))
+	return cmd
+}
+
+// cpuCount counts the CPUs of a taskset list such as "0", "0,2" or "0-3".
+func cpuCount(list string) int {
+	n := 0
+	for _, part := range strings.Split(list, ",") {
+		lo, hi, ok := strings.Cut(part, "-")
+		a, _ := strconv.Atoi(lo)
+		b := a
+		if ok {
+			b, _ = strconv.Atoi(hi)
+		}
+		n += b - a + 1
+	}
+	return max(n, 1)
+}
+
+// cpuTime is the user and system CPU time the processes have used, from
+// /proc/<pid>/stat (clock ticks of 10 ms).
+func cpuTime(pids []int) time.Duration {
+	var ticks int64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (which may hold spaces): state is
+		// field 3, utime 14, stime 15.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 12 {
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			s, _ := strconv.ParseInt(f[12], 10, 64)
+			ticks += u + s
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+func waitUp(url string) error {
+	for i := 0; i < 200; i++ {
+		resp, err := http.Post(url, "application/json", strings.NewReader(`{"to":"warmup","content":"x"}`))
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("caddy did not come up at %s", url)
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
