@@ -19,7 +19,9 @@ type side struct {
 	cpu    time.Duration   // Caddy's and Redis's
 	rcpu   time.Duration   // Redis's share of cpu
 	served int             // requests answered in those slices
-	lat    []time.Duration // latencies of the fixed-rate slices
+	lat    []time.Duration // latencies at the comparison's latencyRate
+	latOwn []time.Duration // B's latencies at ownRate
+	denied int             // 429s, in all slices
 }
 
 func (s *side) cpuPerRequest() float64 { return perRequest(s.cpu, s.served) }
@@ -29,7 +31,8 @@ func (s *side) redisPerRequest() float64 { return perRequest(s.rcpu, s.served) }
 
 func perRequest(d time.Duration, n int) float64 { return d.Seconds() * 1e6 / float64(max(n, 1)) }
 
-// p99 is the 99th percentile latency in ms over all fixed-rate slices.
+// p99 is the 99th percentile latency in ms over all slices at the
+// comparison's latencyRate.
 func (s *side) p99() float64 { return p99(s.lat) }
 
 // p99 is the 99th percentile of lat in ms; it sorts lat.
@@ -56,7 +59,8 @@ type comparison struct {
 	store       string
 	redis       *redisProc
 	a, b        *side
-	latencyRate float64
+	latencyRate float64 // a share of A's maximum, for both
+	ownRate     float64 // the same share of B's maximum, for B
 }
 
 func newComparison(bin, spec string) (*comparison, error) {
@@ -79,14 +83,14 @@ func newComparison(bin, spec string) (*comparison, error) {
 		return nil, fmt.Errorf("unknown store %q: none, memory, redis or redis@<cpus>", spec)
 	}
 	for _, capped := range []bool{false, true} {
-		p, err := startCaddy(bin, capped && store != "none", store, redisAddr, strings.ReplaceAll(spec, "@", "-"))
+		name := map[bool]string{false: "A", true: "B"}[capped]
+		p, err := startCaddy(bin, name, capped && store != "none", store, redisAddr, strings.ReplaceAll(spec, "@", "-"))
 		if err != nil {
 			c.stop()
 			return nil, err
 		}
-		s := &side{name: "A", caddy: p, pids: []int{p.cmd.Process.Pid}, client: newClient()}
+		s := &side{name: name, caddy: p, pids: []int{p.cmd.Process.Pid}, client: newClient()}
 		if capped {
-			s.name = "B"
 			if c.redis != nil {
 				s.pids = append(s.pids, c.redis.cmd.Process.Pid)
 			}
@@ -99,7 +103,7 @@ func newComparison(bin, spec string) (*comparison, error) {
 }
 
 func newClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
 }
 
 func (c *comparison) stop() {
@@ -132,24 +136,26 @@ func (c *comparison) ratio() float64 {
 	return median(r)
 }
 
-// run warms both up, then measures the maximum throughput and the latency
-// at loadShare of A's maximum, in rounds of one slice each.
-func (c *comparison) run(bodies *bodySource, conc int, slice time.Duration, rounds int, loadShare float64) error {
+// run warms both up, then measures the maximum throughput, and the latency
+// of both at loadShare of A's maximum and of B at loadShare of its own, in
+// rounds of one slice each.
+func (c *comparison) run(bodies *bodySource, conc int, length time.Duration, rounds int, loadShare float64) error {
 	for _, s := range []*side{c.a, c.b} { // connections, code paths, the store
-		if _, errs, _ := load(s.client, s.caddy.url, bodies, conc, slice, 0); errs > 0 {
-			return fmt.Errorf("%s: %d requests failed warming up", s.name, errs)
+		if sl := load(s.client, s.caddy.url, bodies, conc, length, 0); sl.failed > 0 {
+			return fmt.Errorf("%s: %d requests failed warming up", s.name, sl.failed)
 		}
 	}
-	if err := c.throughput(bodies, conc, slice, rounds); err != nil {
+	if err := c.throughput(bodies, conc, length, rounds); err != nil {
 		return err
 	}
 	c.latencyRate = loadShare * median(c.a.rates)
-	return c.latency(bodies, conc, slice, rounds)
+	c.ownRate = loadShare * median(c.b.rates)
+	return c.latency(bodies, conc, length, rounds)
 }
 
 // throughput loads each side closed loop, with the CPU profiles taken
 // over all its slices when asked for.
-func (c *comparison) throughput(bodies *bodySource, conc int, slice time.Duration, rounds int) error {
+func (c *comparison) throughput(bodies *bodySource, conc int, length time.Duration, rounds int) error {
 	profiled := make(chan error, 2)
 	for _, s := range []*side{c.a, c.b} {
 		if cpuProfile == "" {
@@ -157,19 +163,20 @@ func (c *comparison) throughput(bodies *bodySource, conc int, slice time.Duratio
 			continue
 		}
 		file := fmt.Sprintf("%s.%s-%s", cpuProfile, s.caddy.label, s.name)
-		go func() { profiled <- s.caddy.profile(time.Duration(rounds)*2*slice, file) }()
+		go func() { profiled <- s.caddy.profile(time.Duration(rounds)*2*length, file) }()
 	}
 	for r := range rounds {
 		for _, s := range c.order(r) {
 			cpu0, rcpu0 := cpuTime(s.pids), cpuTime(s.pids[1:])
-			lat, errs, took := load(s.client, s.caddy.url, bodies, conc, slice, 0)
+			sl := load(s.client, s.caddy.url, bodies, conc, length, 0)
 			s.cpu += cpuTime(s.pids) - cpu0
 			s.rcpu += cpuTime(s.pids[1:]) - rcpu0
-			if errs > 0 {
-				return fmt.Errorf("%s: %d requests failed at full load", s.name, errs)
+			if sl.failed > 0 {
+				return fmt.Errorf("%s: %d requests failed at full load", s.name, sl.failed)
 			}
-			s.served += len(lat)
-			s.rates = append(s.rates, float64(len(lat))/took.Seconds())
+			s.served += len(sl.lat)
+			s.denied += sl.denied
+			s.rates = append(s.rates, float64(len(sl.lat))/sl.took.Seconds())
 		}
 		log.Printf("%s round %d: A %.0f req/s, B %.0f req/s", c.store, r+1, c.a.rates[r], c.b.rates[r])
 	}
@@ -181,19 +188,36 @@ func (c *comparison) throughput(bodies *bodySource, conc int, slice time.Duratio
 	return nil
 }
 
-// latency loads each side open loop at c.latencyRate.
-func (c *comparison) latency(bodies *bodySource, conc int, slice time.Duration, rounds int) error {
-	tail := map[string]string{}
+// latency loads each side open loop at c.latencyRate, and B also at
+// c.ownRate: at one offered load B's core is the busier by what the cap
+// costs, at the same share of its own maximum both are equally busy. B's
+// slice at its own rate moves through the round, so that no slice always
+// follows the same one.
+func (c *comparison) latency(bodies *bodySource, conc int, length time.Duration, rounds int) error {
+	type job struct {
+		s    *side
+		rate float64
+		into *[]time.Duration
+	}
+	tail := map[*[]time.Duration]string{}
 	for r := range rounds {
-		for _, s := range c.order(r) {
-			lat, errs, _ := load(s.client, s.caddy.url, bodies, conc, slice, c.latencyRate)
-			if errs > 0 {
-				return fmt.Errorf("%s: %d requests failed at %.0f req/s", s.name, errs, c.latencyRate)
-			}
-			s.lat = append(s.lat, lat...)
-			tail[s.name] = fmt.Sprintf("p99 %.2f ms, slowest %.2f ms", p99(lat), slowest(lat))
+		jobs := []job{{c.a, c.latencyRate, &c.a.lat}, {c.b, c.latencyRate, &c.b.lat}, {c.b, c.ownRate, &c.b.latOwn}}
+		if r%2 == 1 {
+			jobs[0], jobs[1] = jobs[1], jobs[0]
 		}
-		log.Printf("%s round %d at %.0f req/s: A %s; B %s", c.store, r+1, c.latencyRate, tail["A"], tail["B"])
+		k := r % 3
+		jobs = append(jobs[k:], jobs[:k]...)
+		for _, j := range jobs {
+			sl := load(j.s.client, j.s.caddy.url, bodies, conc, length, j.rate)
+			if sl.failed > 0 {
+				return fmt.Errorf("%s: %d requests failed at %.0f req/s", j.s.name, sl.failed, j.rate)
+			}
+			j.s.denied += sl.denied
+			*j.into = append(*j.into, sl.lat...)
+			tail[j.into] = fmt.Sprintf("p99 %.2f ms, slowest %.2f ms", p99(sl.lat), slowest(sl.lat))
+		}
+		log.Printf("%s round %d at %.0f req/s: A %s; B %s; B at %.0f req/s %s", c.store, r+1,
+			c.latencyRate, tail[&c.a.lat], tail[&c.b.lat], c.ownRate, tail[&c.b.latOwn])
 	}
 	return nil
 }

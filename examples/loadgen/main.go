@@ -2,21 +2,26 @@
 // it starts a Caddy binary with (A) reverse_proxy only and another with (B)
 // the same plus frequency_cap and the seed config, and sends JSON push
 // bodies for 100k recipients to each, in short slices that alternate
-// A B B A A B ..., so that a shared machine's changes of speed fall on both
-// alike.
+// A B, B A, A B ..., so that a shared machine's changes of speed fall on
+// both alike.
 //
 // For each store it measures the maximum throughput (closed loop,
 // -concurrency connections) and the CPU time Caddy (and, for B, Redis)
-// spends a request meanwhile, then the latency of both at one fixed rate:
-// -latency-load of A's maximum (open loop). It reports the medians of the
-// slices, the throughput ratio B/A (the median of each round's ratio), the
-// CPU ratio A/B (the ratio the CPU cost alone would give) and the p99
-// latency B adds at the same offered load.
+// spends a request meanwhile, then the latency (open loop, timed from when
+// each request was due) of both at -latency-load of A's maximum, and of B
+// also at that share of its own maximum. It reports the median throughput
+// of the slices, the throughput ratio B/A (the median of each round's
+// ratio), the CPU a request over all slices and the CPU ratio A/B, and the
+// p99 latency pooled over all slices: what B adds at the same offered load
+// (where B's core is the busier by what the cap costs), and at the same
+// share of each one's maximum (where both are equally busy).
 //
-// A store is memory, or redis@<cpu list>: the CPUs redis-server is pinned
-// to. redis@0 shares Caddy's core, so B pays for Redis's work too; redis@1
-// is a Redis of its own, as a gateway in production has (on this 2-core
-// machine it shares the load generator's core).
+// A store is none (B is A again: the spread of the instrument itself),
+// memory, redis (unpinned) or redis@<cpu list>: the CPUs redis-server is
+// pinned to. redis@0 shares Caddy's core, so B pays for Redis's work too;
+// redis@1 is a Redis of its own, as a gateway in production has (on this
+// 2-core machine it shares the load generator's core, and its CPU then
+// does not limit B: the CPU ratio overstates what B loses).
 //
 //	go build -o /tmp/freqcap-caddy ./cmd/caddy
 //	go build -o /tmp/loadgen ./examples/loadgen
@@ -40,7 +45,7 @@ func main() {
 	concurrency := flag.Int("concurrency", 64, "connections for the maximum-throughput slices")
 	recipients := flag.Int("recipients", 100_000, "distinct recipients in the bodies")
 	flag.StringVar(&caddyPin, "caddy-core", "0", "CPU list to pin Caddy to with taskset; empty: no pinning. Run loadgen itself on another core.")
-	loadShare := flag.Float64("latency-load", 0.5, "share of A's maximum throughput to measure both latencies at")
+	loadShare := flag.Float64("latency-load", 0.5, "share of the maximum throughput to measure latency at")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write each Caddy's CPU profile over the maximum-throughput slices to <this>.<store>-<A|B> (the admin endpoint is opened for it)")
 	flag.StringVar(&caddyLog, "caddy-log", "", "keep each Caddy's output in <this>.<store>-<A|B> (e.g. with GODEBUG=gctrace=1)")
 	flag.Parse()
@@ -48,7 +53,8 @@ func main() {
 		log.Fatal("-caddy is required: go build -o /tmp/freqcap-caddy ./cmd/caddy")
 	}
 	bodies := &bodySource{recipients: *recipients}
-	fmt.Printf("| store | A: reverse_proxy req/s | B: + frequency_cap req/s | ratio B/A | A: CPU a request | B: CPU a request (Redis's share) | CPU ratio A/B | latency rate | p99 A | p99 B | added p99 |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	share := fmt.Sprintf("%.0f %%", *loadShare*100)
+	fmt.Printf("| store | A: reverse_proxy req/s | B: + frequency_cap req/s | ratio B/A | A: CPU a request | B: CPU a request (Redis's share) | CPU ratio A/B | p99 A at %[1]s of its maximum | p99 B at that rate | added p99 | p99 B at %[1]s of its own maximum | added p99 | B's 429s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", share)
 	for _, spec := range strings.Split(*stores, ",") {
 		c, err := newComparison(*caddyBin, spec)
 		if err != nil {
@@ -60,9 +66,9 @@ func main() {
 			log.Fatalf("%s: %v", spec, err)
 		}
 		a, b := c.a, c.b
-		fmt.Printf("| %s | %.0f | %.0f | %.3f | %.0f µs | %.0f µs (%.0f µs) | %.3f | %.0f req/s | %.2f ms | %.2f ms | %.2f ms |\n",
+		fmt.Printf("| %s | %.0f | %.0f | %.3f | %.0f µs | %.0f µs (%.0f µs) | %.3f | %.2f ms (%.0f req/s) | %.2f ms | %.2f ms | %.2f ms (%.0f req/s) | %.2f ms | %d |\n",
 			spec, median(a.rates), median(b.rates), c.ratio(), a.cpuPerRequest(), b.cpuPerRequest(), b.redisPerRequest(), a.cpuPerRequest()/b.cpuPerRequest(),
-			c.latencyRate, a.p99(), b.p99(), b.p99()-a.p99())
+			a.p99(), c.latencyRate, b.p99(), b.p99()-a.p99(), p99(b.latOwn), c.ownRate, p99(b.latOwn)-a.p99(), b.denied)
 	}
 }
 
@@ -72,5 +78,8 @@ func median(v []float64) float64 {
 	}
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
 	return s[len(s)/2]
 }

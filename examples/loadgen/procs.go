@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -34,10 +36,12 @@ type caddyProc struct {
 	out   *os.File
 }
 
-func startCaddy(bin string, capped bool, store, redisAddr, label string) (*caddyProc, error) {
-	port, upstream, admin := freePort(), freePort(), 0
+// startCaddy starts the Caddy of one side (name A or B) of a comparison.
+func startCaddy(bin, name string, capped bool, store, redisAddr, label string) (*caddyProc, error) {
+	ports := freePorts(3)
+	port, upstream, admin := ports[0], ports[1], 0
 	if cpuProfile != "" {
-		admin = freePort()
+		admin = ports[2]
 	}
 	dir, err := os.MkdirTemp("", "loadgen")
 	if err != nil {
@@ -45,39 +49,49 @@ func startCaddy(bin string, capped bool, store, redisAddr, label string) (*caddy
 	}
 	p := &caddyProc{url: fmt.Sprintf("http://127.0.0.1:%d/v1/send", port), admin: admin, label: label, dir: dir}
 	file := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(file, []byte(config(capped, store, redisAddr, port, upstream, admin)), 0o644); err != nil {
-		return nil, err
-	}
 	logName := filepath.Join(dir, "caddy.log")
 	if caddyLog != "" {
-		logName = fmt.Sprintf("%s.%s-%s", caddyLog, label, map[bool]string{false: "A", true: "B"}[capped])
+		logName = fmt.Sprintf("%s.%s-%s", caddyLog, label, name)
 	}
-	if p.out, err = os.Create(logName); err != nil {
-		return nil, err
+	if err = os.WriteFile(file, []byte(config(capped, store, redisAddr, port, upstream, admin)), 0o644); err == nil {
+		p.out, err = os.Create(logName)
 	}
-	p.cmd = pinned(caddyPin, bin, "run", "--config", file, "--adapter", "caddyfile")
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		return nil, err
+	if err == nil {
+		p.cmd = pinned(caddyPin, bin, "run", "--config", file, "--adapter", "caddyfile")
+		// Its own config directory: Caddy autosaves its config there.
+		p.cmd.Env = append(p.cmd.Environ(), "XDG_CONFIG_HOME="+dir, "XDG_DATA_HOME="+dir)
+		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+		err = p.cmd.Start()
 	}
-	if err := waitUp(p.url); err != nil {
+	if err == nil {
+		if err = waitUp(p.url); err != nil {
+			out, _ := os.ReadFile(logName)
+			err = fmt.Errorf("%v\n%s", err, out)
+		}
+	}
+	if err != nil {
 		p.stop()
-		out, _ := os.ReadFile(logName)
-		return nil, fmt.Errorf("%v\n%s", err, out)
+		return nil, err
 	}
 	return p, nil
 }
 
 func (p *caddyProc) stop() {
-	p.cmd.Process.Kill()
-	p.cmd.Wait()
-	p.out.Close()
+	if p.cmd != nil && p.cmd.Process != nil {
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+	}
+	if p.out != nil {
+		p.out.Close()
+	}
 	os.RemoveAll(p.dir)
 }
 
 // profile writes Caddy's CPU profile over the next d to file.
 func (p *caddyProc) profile(d time.Duration, file string) error {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", p.admin, int(d.Seconds())))
+	// Whole seconds, rounded up and one more: the slices run a little
+	// longer than their length while the last requests are answered.
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", p.admin, int(math.Ceil(d.Seconds()))+1))
 	if err != nil {
 		return err
 	}
@@ -98,13 +112,14 @@ type redisProc struct {
 }
 
 func startRedis(cpus string) (*redisProc, error) {
-	port := freePort()
+	port := freePorts(1)[0]
 	dir, err := os.MkdirTemp("", "loadgen-redis")
 	if err != nil {
 		return nil, err
 	}
 	cmd := pinned(cpus, "redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
 	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	r := &redisProc{cmd, fmt.Sprintf("127.0.0.1:%d", port), dir}
@@ -127,15 +142,18 @@ func (r *redisProc) stop() {
 	os.RemoveAll(r.dir)
 }
 
-// pinned is a command run on the CPUs of a taskset list (any when "").
+// pinned is a command run on the CPUs of a taskset list (any when ""),
+// killed when loadgen dies so that no server is left running on a core.
+// taskset execs the command, so its pid is the server's own.
 func pinned(cpus, name string, args ...string) *exec.Cmd {
-	if cpus == "" {
-		return exec.Command(name, args...)
+	cmd := exec.Command(name, args...)
+	if cpus != "" {
+		cmd = exec.Command("taskset", append([]string{"-c", cpus, name}, args...)...)
+		// Go sizes its scheduler by the affinity it starts with, and
+		// this says so where it shows in the process's environment.
+		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(cpuCount(cpus)))
 	}
-	cmd := exec.Command("taskset", append([]string{"-c", cpus, name}, args...)...)
-	// Go sizes its scheduler (and its GC workers) by the machine, not by
-	// the affinity: tell Caddy how many cores it really has.
-	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(cpuCount(cpus)))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd
 }
 
@@ -187,11 +205,17 @@ func waitUp(url string) error {
 	return fmt.Errorf("caddy did not come up at %s", url)
 }
 
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
+// freePorts returns n distinct free ports (all held open until all are
+// picked, so no two are the same).
+func freePorts(n int) []int {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }

@@ -47,6 +47,7 @@ func main() {
 	core := flag.String("redis-core", "0", "CPU list to pin redis-server to (taskset -c); empty: no pinning")
 	inFlight := flag.Int("inflight", 0, "freqcap: batched script runs in flight (0: the store's default)")
 	cpuProfile := flag.String("cpuprofile", "", "write this process's CPU profile (the client side) to the file")
+	roundTripsOnly := flag.Bool("roundtrips", false, "print what one round trip costs Redis, by what it carries, and exit")
 	addr := flag.String("addr", "", "use this Redis (flushed before each design) instead of starting one, e.g. under valgrind --tool=callgrind")
 	flag.Parse()
 
@@ -57,6 +58,12 @@ func main() {
 		}
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+	}
+	if *roundTripsOnly {
+		if err := roundTrips(*core); err != nil {
+			log.Fatal(err)
+		}
+		return
 	}
 	data := makeData(*recipients, *sends, 5)
 	log.Printf("data set: %d recipients × %d sends over 24 h, 5 contents each: %d decisions", *recipients, *sends, len(data))
