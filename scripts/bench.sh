@@ -27,6 +27,8 @@ go test -run '^$' -bench 'BenchmarkHandler$' -benchmem -count "$RUNS" ./caddymod
 echo "== Redis: seed-002 ZSET design vs this store (decided in the script, and in Go), one Redis core, 32 callers"
 go build -o "$out/redisbench" ./examples/redisbench
 taskset -c 1 "$out/redisbench" -recipients "$RECIPIENTS" -runs "$RUNS" -designs zset4,freqcap-script,freqcap | tee "$out/redis.txt"
+echo "== what one round trip costs Redis, by what it carries"
+taskset -c 1 "$out/redisbench" -roundtrips | tee "$out/roundtrips.txt"
 
 echo "== through Caddy: reverse_proxy alone (A) vs with frequency_cap (B), in alternating 1 s slices"
 go build -o "$out/caddy" ./cmd/caddy

@@ -9,31 +9,23 @@ import (
 	"time"
 )
 
-// side is one of the two Caddys of a comparison and what was measured of it.
+// side is one of the two Caddys of a comparison and what was measured of
+// it, a value per slice (so per round), in round order.
 type side struct {
-	name   string // A or B
-	caddy  *caddyProc
-	pids   []int // whose CPU time a request is charged: Caddy, and Redis for B
-	client *http.Client
-	rates  []float64       // req/s of each maximum-throughput slice
-	cpu    time.Duration   // Caddy's and Redis's
-	rcpu   time.Duration   // Redis's share of cpu
-	served int             // requests answered in those slices
-	lat    []time.Duration // latencies at the comparison's latencyRate
-	latOwn []time.Duration // B's latencies at ownRate
-	denied int             // 429s, in all slices
+	name    string // A or B
+	caddy   *caddyProc
+	pids    []int // whose CPU time a request is charged: Caddy, and Redis for B
+	client  *http.Client
+	rates   []float64 // req/s at full load
+	cpus    []float64 // µs of CPU a request at full load
+	rcpus   []float64 // Redis's share of cpus
+	p99s    []float64 // ms, at the comparison's latencyRate
+	p99sOwn []float64 // B's, ms, at ownRate
+	denied  int       // 429s, in all slices
 }
 
-func (s *side) cpuPerRequest() float64 { return perRequest(s.cpu, s.served) }
-
-// redisPerRequest is the µs of Redis CPU in cpuPerRequest.
-func (s *side) redisPerRequest() float64 { return perRequest(s.rcpu, s.served) }
-
+// perRequest is d spread over n requests, in µs.
 func perRequest(d time.Duration, n int) float64 { return d.Seconds() * 1e6 / float64(max(n, 1)) }
-
-// p99 is the 99th percentile latency in ms over all slices at the
-// comparison's latencyRate.
-func (s *side) p99() float64 { return p99(s.lat) }
 
 // p99 is the 99th percentile of lat in ms; it sorts lat.
 func p99(lat []time.Duration) float64 {
@@ -126,15 +118,19 @@ func (c *comparison) order(r int) []*side {
 	return []*side{c.b, c.a}
 }
 
-// ratio is the median over rounds of B's throughput over A's in the same
-// round.
-func (c *comparison) ratio() float64 {
-	var r []float64
-	for i := range min(len(c.a.rates), len(c.b.rates)) {
-		r = append(r, c.b.rates[i]/c.a.rates[i])
+// paired is the median over rounds of f of B's and A's values in the same
+// round: what the round-to-round changes of the machine's speed cancel out
+// of.
+func paired(b, a []float64, f func(b, a float64) float64) float64 {
+	var v []float64
+	for i := range min(len(a), len(b)) {
+		v = append(v, f(b[i], a[i]))
 	}
-	return median(r)
+	return median(v)
 }
+
+func ratio(b, a float64) float64 { return b / a }
+func diff(b, a float64) float64  { return b - a }
 
 // run warms both up, then measures the maximum throughput, and the latency
 // of both at loadShare of A's maximum and of B at loadShare of its own, in
@@ -169,12 +165,12 @@ func (c *comparison) throughput(bodies *bodySource, conc int, length time.Durati
 		for _, s := range c.order(r) {
 			cpu0, rcpu0 := cpuTime(s.pids), cpuTime(s.pids[1:])
 			sl := load(s.client, s.caddy.url, bodies, conc, length, 0)
-			s.cpu += cpuTime(s.pids) - cpu0
-			s.rcpu += cpuTime(s.pids[1:]) - rcpu0
+			cpu, rcpu := cpuTime(s.pids)-cpu0, cpuTime(s.pids[1:])-rcpu0
 			if sl.failed > 0 {
 				return fmt.Errorf("%s: %d requests failed at full load", s.name, sl.failed)
 			}
-			s.served += len(sl.lat)
+			s.cpus = append(s.cpus, perRequest(cpu, len(sl.lat)))
+			s.rcpus = append(s.rcpus, perRequest(rcpu, len(sl.lat)))
 			s.denied += sl.denied
 			s.rates = append(s.rates, float64(len(sl.lat))/sl.took.Seconds())
 		}
@@ -197,11 +193,11 @@ func (c *comparison) latency(bodies *bodySource, conc int, length time.Duration,
 	type job struct {
 		s    *side
 		rate float64
-		into *[]time.Duration
+		into *[]float64
 	}
-	tail := map[*[]time.Duration]string{}
+	tail := map[*[]float64]string{}
 	for r := range rounds {
-		jobs := []job{{c.a, c.latencyRate, &c.a.lat}, {c.b, c.latencyRate, &c.b.lat}, {c.b, c.ownRate, &c.b.latOwn}}
+		jobs := []job{{c.a, c.latencyRate, &c.a.p99s}, {c.b, c.latencyRate, &c.b.p99s}, {c.b, c.ownRate, &c.b.p99sOwn}}
 		if r%2 == 1 {
 			jobs[0], jobs[1] = jobs[1], jobs[0]
 		}
@@ -213,11 +209,11 @@ func (c *comparison) latency(bodies *bodySource, conc int, length time.Duration,
 				return fmt.Errorf("%s: %d requests failed at %.0f req/s", j.s.name, sl.failed, j.rate)
 			}
 			j.s.denied += sl.denied
-			*j.into = append(*j.into, sl.lat...)
+			*j.into = append(*j.into, p99(sl.lat))
 			tail[j.into] = fmt.Sprintf("p99 %.2f ms, slowest %.2f ms", p99(sl.lat), slowest(sl.lat))
 		}
 		log.Printf("%s round %d at %.0f req/s: A %s; B %s; B at %.0f req/s %s", c.store, r+1,
-			c.latencyRate, tail[&c.a.lat], tail[&c.b.lat], c.ownRate, tail[&c.b.latOwn])
+			c.latencyRate, tail[&c.a.p99s], tail[&c.b.p99s], c.ownRate, tail[&c.b.p99sOwn])
 	}
 	return nil
 }

@@ -7,14 +7,16 @@
 //
 // For each store it measures the maximum throughput (closed loop,
 // -concurrency connections) and the CPU time Caddy (and, for B, Redis)
-// spends a request meanwhile, then the latency (open loop, timed from when
-// each request was due) of both at -latency-load of A's maximum, and of B
-// also at that share of its own maximum. It reports the median throughput
-// of the slices, the throughput ratio B/A (the median of each round's
-// ratio), the CPU a request over all slices and the CPU ratio A/B, and the
-// p99 latency pooled over all slices: what B adds at the same offered load
-// (where B's core is the busier by what the cap costs), and at the same
-// share of each one's maximum (where both are equally busy).
+// spends a request meanwhile, then the p99 latency (open loop, timed from
+// when each request was due) of both at -latency-load of A's maximum, and
+// of B also at that share of its own maximum. Every figure is a median over
+// the slices, and every comparison the median over rounds of B's slice
+// against A's in the same round: the throughput ratio B/A, the CPU ratio
+// A/B (the ratio the CPU cost alone would give), and the p99 latency B
+// adds, at the same offered load (where B's core is the busier by what the
+// cap costs) and at the same share of each one's maximum (where both are
+// equally busy). A slice whose machine stalled moves a median by one place,
+// where it would move a pooled p99 by tens of milliseconds.
 //
 // A store is none (B is A again: the spread of the instrument itself),
 // memory, redis (unpinned) or redis@<cpu list>: the CPUs redis-server is
@@ -54,7 +56,7 @@ func main() {
 	}
 	bodies := &bodySource{recipients: *recipients}
 	share := fmt.Sprintf("%.0f %%", *loadShare*100)
-	fmt.Printf("| store | A: reverse_proxy req/s | B: + frequency_cap req/s | ratio B/A | A: CPU a request | B: CPU a request (Redis's share) | CPU ratio A/B | p99 A at %[1]s of its maximum | p99 B at that rate | added p99 | p99 B at %[1]s of its own maximum | added p99 | B's 429s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", share)
+	fmt.Printf("| store | A: reverse_proxy req/s | B: + frequency_cap req/s | ratio B/A | A: CPU a request | B: CPU a request (Redis's share) | CPU ratio A/B | p99 A at %[1]s of its maximum (median slice) | p99 B at that rate | added p99 | p99 B at %[1]s of its own maximum | added p99 | B's 429s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", share)
 	for _, spec := range strings.Split(*stores, ",") {
 		c, err := newComparison(*caddyBin, spec)
 		if err != nil {
@@ -67,8 +69,10 @@ func main() {
 		}
 		a, b := c.a, c.b
 		fmt.Printf("| %s | %.0f | %.0f | %.3f | %.0f µs | %.0f µs (%.0f µs) | %.3f | %.2f ms (%.0f req/s) | %.2f ms | %.2f ms | %.2f ms (%.0f req/s) | %.2f ms | %d |\n",
-			spec, median(a.rates), median(b.rates), c.ratio(), a.cpuPerRequest(), b.cpuPerRequest(), b.redisPerRequest(), a.cpuPerRequest()/b.cpuPerRequest(),
-			a.p99(), c.latencyRate, b.p99(), b.p99()-a.p99(), p99(b.latOwn), c.ownRate, p99(b.latOwn)-a.p99(), b.denied)
+			spec, median(a.rates), median(b.rates), paired(b.rates, a.rates, ratio),
+			median(a.cpus), median(b.cpus), median(b.rcpus), paired(a.cpus, b.cpus, ratio),
+			median(a.p99s), c.latencyRate, median(b.p99s), paired(b.p99s, a.p99s, diff),
+			median(b.p99sOwn), c.ownRate, paired(b.p99sOwn, a.p99s, diff), b.denied)
 	}
 }
 
