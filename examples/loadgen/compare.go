@@ -62,17 +62,17 @@ func newComparison(bin, spec string) (*comparison, error) {
 	switch store {
 	case "none": // B is A again: the spread of the instrument itself
 	case "memory":
-	case "redis":
+	case "redis", "redis-rt":
 		if !pinnedRedis {
 			redisCPUs = ""
 		}
 		var err error
-		if c.redis, err = startRedis(redisCPUs); err != nil {
+		if c.redis, err = startRedis(redisCPUs, store == "redis-rt"); err != nil {
 			return nil, err
 		}
-		redisAddr = c.redis.addr
+		redisAddr, store = c.redis.addr, "redis"
 	default:
-		return nil, fmt.Errorf("unknown store %q: none, memory, redis or redis@<cpus>", spec)
+		return nil, fmt.Errorf("unknown store %q: none, memory, redis[@<cpus>] or redis-rt[@<cpus>]", spec)
 	}
 	for _, capped := range []bool{false, true} {
 		name := map[bool]string{false: "A", true: "B"}[capped]

@@ -20,10 +20,13 @@
 //
 // A store is none (B is A again: the spread of the instrument itself),
 // memory, redis (unpinned) or redis@<cpu list>: the CPUs redis-server is
-// pinned to. redis@0 shares Caddy's core, so B pays for Redis's work too;
-// redis@1 is a Redis of its own, as a gateway in production has (on this
-// 2-core machine it shares the load generator's core, and its CPU then
-// does not limit B: the CPU ratio overstates what B loses).
+// pinned to. redis@0 shares Caddy's core, so B pays for Redis's work too,
+// and each round trip waits until the scheduler lets Redis run; redis-rt@0
+// is the same with Redis at real-time priority (chrt -f), so that it runs
+// as soon as a request reaches it. redis@1 is a Redis of its own, as a
+// gateway in production has (on this 2-core machine it shares the load
+// generator's core, and its CPU then does not limit B: the CPU ratio
+// overstates what B loses).
 //
 //	go build -o /tmp/freqcap-caddy ./cmd/caddy
 //	go build -o /tmp/loadgen ./examples/loadgen
@@ -41,7 +44,7 @@ import (
 
 func main() {
 	caddyBin := flag.String("caddy", "", "Caddy binary built with this module (go build -o /tmp/freqcap-caddy ./cmd/caddy)")
-	stores := flag.String("stores", "none,memory,redis@0,redis@1", "what B is: none (A again: the spread of the instrument itself), memory, or redis@<cpu list to pin redis-server to> (redis alone: no pinning)")
+	stores := flag.String("stores", "none,memory,redis@0,redis-rt@0,redis@1", "what B is: none (A again: the spread of the instrument itself), memory, redis@<cpu list to pin redis-server to> (redis alone: no pinning), or redis-rt@<cpu list>: the same at real-time priority")
 	rounds := flag.Int("runs", 12, "rounds per store; a round is one slice of A and one of B, in alternating order")
 	slice := flag.Duration("slice", time.Second, "length of one slice")
 	concurrency := flag.Int("concurrency", 64, "connections for the maximum-throughput slices")

@@ -111,13 +111,21 @@ type redisProc struct {
 	dir  string
 }
 
-func startRedis(cpus string) (*redisProc, error) {
+// startRedis starts a redis-server on the CPUs of a taskset list; with
+// realtime, at real-time priority (chrt -f), so that it runs as soon as a
+// request reaches it rather than when the scheduler ends the running
+// task's slice: what matters when it shares Caddy's core.
+func startRedis(cpus string, realtime bool) (*redisProc, error) {
 	port := freePorts(1)[0]
 	dir, err := os.MkdirTemp("", "loadgen-redis")
 	if err != nil {
 		return nil, err
 	}
-	cmd := pinned(cpus, "redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	args := []string{"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir}
+	if realtime {
+		args = append([]string{"chrt", "-f", "10"}, args...) // chrt execs: the pid stays Redis's
+	}
+	cmd := pinned(cpus, args[0], args[1:]...)
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -133,6 +141,9 @@ func startRedis(cpus string) (*redisProc, error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	r.stop()
+	if realtime {
+		return nil, fmt.Errorf("redis-server did not start on %s (at real-time priority, which takes root or CAP_SYS_NICE)", r.addr)
+	}
 	return nil, fmt.Errorf("redis-server did not start on %s", r.addr)
 }
 
