@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces every performance figure of the README, side by side in one
 # run, on this machine (2 cores: Redis is pinned to core 0, the clients to
-# core 1). Takes about 15 minutes with the defaults; RECIPIENTS=20000 RUNS=1
+# core 1). Takes about 30 minutes with the defaults; RECIPIENTS=20000 RUNS=1
 # makes a quick check of it.
 #
 #   bash scripts/bench.sh

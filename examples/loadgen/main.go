@@ -44,7 +44,7 @@ import (
 
 func main() {
 	caddyBin := flag.String("caddy", "", "Caddy binary built with this module (go build -o /tmp/freqcap-caddy ./cmd/caddy)")
-	stores := flag.String("stores", "none,memory,redis@0,redis-rt@0,redis@1", "what B is: none (A again: the spread of the instrument itself), memory, redis@<cpu list to pin redis-server to> (redis alone: no pinning), or redis-rt@<cpu list>: the same at real-time priority")
+	stores := flag.String("stores", "none,memory,redis@0,redis@1", "what B is: none (A again: the spread of the instrument itself), memory, redis@<cpu list to pin redis-server to> (redis alone: no pinning), or redis-rt@<cpu list>: the same at real-time priority")
 	rounds := flag.Int("runs", 12, "rounds per store; a round is one slice of A and one of B, in alternating order")
 	slice := flag.Duration("slice", time.Second, "length of one slice")
 	concurrency := flag.Int("concurrency", 64, "connections for the maximum-throughput slices")
