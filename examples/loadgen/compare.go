@@ -70,6 +70,7 @@ func newComparison(bin, spec string) (*comparison, error) {
 		if c.redis, err = startRedis(redisCPUs, store == "redis-rt"); err != nil {
 			return nil, err
 		}
+		// To Caddy a Redis at real-time priority is a Redis like any other.
 		redisAddr, store = c.redis.addr, "redis"
 	default:
 		return nil, fmt.Errorf("unknown store %q: none, memory, redis[@<cpus>] or redis-rt[@<cpus>]", spec)
@@ -209,8 +210,9 @@ func (c *comparison) latency(bodies *bodySource, conc int, length time.Duration,
 				return fmt.Errorf("%s: %d requests failed at %.0f req/s", j.s.name, sl.failed, j.rate)
 			}
 			j.s.denied += sl.denied
-			*j.into = append(*j.into, p99(sl.lat))
-			tail[j.into] = fmt.Sprintf("p99 %.2f ms, slowest %.2f ms", p99(sl.lat), slowest(sl.lat))
+			p := p99(sl.lat)
+			*j.into = append(*j.into, p)
+			tail[j.into] = fmt.Sprintf("p99 %.2f ms, slowest %.2f ms", p, slowest(sl.lat))
 		}
 		log.Printf("%s round %d at %.0f req/s: A %s; B %s; B at %.0f req/s %s", c.store, r+1,
 			c.latencyRate, tail[&c.a.p99s], tail[&c.b.p99s], c.ownRate, tail[&c.b.p99sOwn])

@@ -28,8 +28,8 @@ func (b *bodySource) body() []byte {
 	return fmt.Appendf(nil, `{"to":"user-%d","content":"content-%d-%d","title":"Your order has shipped","amount":1}`, r, r%97, (h>>8)%5)
 }
 
-// slice is what one load slice measured.
-type slice struct {
+// sliceResult is what one load slice measured.
+type sliceResult struct {
 	lat    []time.Duration // of each request answered 2xx or 429
 	denied int             // answered 429: the cap at work, rare by design
 	failed int             // transport errors and other answers
@@ -40,7 +40,7 @@ type slice struct {
 // open loop at rate requests a second. An open-loop request's latency runs
 // from when it was due, so a stall of the generator itself counts against
 // the server rather than vanishing (no coordinated omission).
-func load(client *http.Client, url string, bodies *bodySource, conc int, d time.Duration, rate float64) slice {
+func load(client *http.Client, url string, bodies *bodySource, conc int, d time.Duration, rate float64) sliceResult {
 	var denied, failed atomic.Int64
 	var mu sync.Mutex
 	lat := make([]time.Duration, 0, 1<<15)
@@ -84,5 +84,5 @@ func load(client *http.Client, url string, bodies *bodySource, conc int, d time.
 		}
 	}
 	wg.Wait()
-	return slice{lat: lat, denied: int(denied.Load()), failed: int(failed.Load()), took: time.Since(start)}
+	return sliceResult{lat: lat, denied: int(denied.Load()), failed: int(failed.Load()), took: time.Since(start)}
 }
