@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,8 +196,10 @@ func TestCorruptKeyFailsOnlyItsDecisions(t *testing.T) {
 		}
 		calls = append(calls, s.calls(p, "d", at.UnixMilli())...)
 	}
-	held := s.goRound(nil, calls) // one batch: read and decide
-	s.goRound(held, nil)          // its write
+	s.decideInGo(calls) // one batch
+	for _, c := range calls {
+		<-c.done
+	}
 	if calls[0].err == nil || !errors.Is(calls[0].err, ErrStore) {
 		t.Fatalf("the decision on the corrupt key: err %v, want ErrStore", calls[0].err)
 	}
@@ -241,5 +245,42 @@ func TestCheckLogs(t *testing.T) {
 	}
 	if err := CheckLogs(seedRules()); err != nil {
 		t.Fatalf("the seed config was refused: %v", err)
+	}
+}
+
+// Closing the store while decisions are in flight loses none that was
+// admitted: Close waits for the writes on the wire, and a decision that
+// could not be made fails instead.
+func TestCloseKeepsAdmittedDecisions(t *testing.T) {
+	c := redistest.Client(t)
+	rule := &Rule{Name: "many", By: []string{"recipient"}, Limit: 10_000, Window: Window{Duration: time.Hour}}
+	at := mustParse(t, "2026-05-01T10:00:00Z")
+	for round := 0; round < 5; round++ {
+		who := "closing" + strconv.Itoa(round)
+		s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+		if s.pipe == nil {
+			t.Fatal("a plain client got no pipelined connection")
+		}
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for g := 0; g < 64; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d, err := s.Decide(context.Background(), req(at, vals{"recipient": who}, rule))
+				if err == nil && d.Allowed {
+					admitted.Add(1)
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round) * 300 * time.Microsecond)
+		s.Close()
+		wg.Wait()
+		check := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+		u := mustUsage(t, check, req(at, vals{"recipient": who}, rule))
+		check.Close()
+		if u.Results[0].Used != admitted.Load() {
+			t.Fatalf("round %d: %d decisions admitted, %d recorded", round, admitted.Load(), u.Results[0].Used)
+		}
 	}
 }
