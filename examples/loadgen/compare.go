@@ -14,7 +14,7 @@ import (
 type side struct {
 	name    string // A or B
 	caddy   *caddyProc
-	pids    []int // whose CPU time a request is charged: Caddy, and Redis for B
+	pids    []int // whose CPU time a request is charged: Caddy, and its Redis
 	client  *http.Client
 	rates   []float64 // req/s at full load
 	cpus    []float64 // µs of CPU a request at full load
@@ -46,19 +46,21 @@ func slowest(lat []time.Duration) float64 {
 }
 
 // comparison is A (reverse_proxy only) and B (with frequency_cap on one
-// store), both running, loaded one at a time.
+// store), both running, loaded one at a time. With a baseline build, A is
+// that build with the same cap on a store of its own, alike.
 type comparison struct {
 	store       string
-	redis       *redisProc
+	redis       *redisProc // B's
+	redisA      *redisProc // A's, with a baseline build
 	a, b        *side
 	latencyRate float64 // a share of A's maximum, for both
 	ownRate     float64 // the same share of B's maximum, for B
 }
 
-func newComparison(bin, spec string) (*comparison, error) {
+func newComparison(bin, baseline, spec string) (*comparison, error) {
 	store, redisCPUs, pinnedRedis := strings.Cut(spec, "@")
 	c := &comparison{store: spec}
-	redisAddr := ""
+	redisAddr, redisAddrA := "", ""
 	switch store {
 	case "none": // B is A again: the spread of the instrument itself
 	case "memory":
@@ -70,29 +72,50 @@ func newComparison(bin, spec string) (*comparison, error) {
 		if c.redis, err = startRedis(redisCPUs, store == "redis-rt"); err != nil {
 			return nil, err
 		}
+		redisAddr = c.redis.addr
+		if baseline != "" {
+			// Its own Redis, so that neither build counts the other's
+			// sends or conflicts with its writes.
+			if c.redisA, err = startRedis(redisCPUs, store == "redis-rt"); err != nil {
+				c.stop()
+				return nil, err
+			}
+			redisAddrA = c.redisA.addr
+		}
 		// To Caddy a Redis at real-time priority is a Redis like any other.
-		redisAddr, store = c.redis.addr, "redis"
+		store = "redis"
 	default:
 		return nil, fmt.Errorf("unknown store %q: none, memory, redis[@<cpus>] or redis-rt[@<cpus>]", spec)
 	}
-	for _, capped := range []bool{false, true} {
-		name := map[bool]string{false: "A", true: "B"}[capped]
-		p, err := startCaddy(bin, name, capped && store != "none", store, redisAddr, strings.ReplaceAll(spec, "@", "-"))
-		if err != nil {
-			c.stop()
-			return nil, err
-		}
-		s := &side{name: name, caddy: p, pids: []int{p.cmd.Process.Pid}, client: newClient()}
-		if capped {
-			if c.redis != nil {
-				s.pids = append(s.pids, c.redis.cmd.Process.Pid)
-			}
-			c.b = s
-		} else {
-			c.a = s
-		}
+	label := strings.ReplaceAll(spec, "@", "-")
+	aBin, aCapped, aRedis := bin, false, (*redisProc)(nil)
+	if baseline != "" {
+		aBin, aCapped, aRedis = baseline, store != "none", c.redisA
+	}
+	a, err := startSide("A", aBin, aCapped, store, redisAddrA, label, aRedis)
+	if err != nil {
+		c.stop()
+		return nil, err
+	}
+	c.a = a
+	if c.b, err = startSide("B", bin, store != "none", store, redisAddr, label, c.redis); err != nil {
+		c.stop()
+		return nil, err
 	}
 	return c, nil
+}
+
+// startSide starts one side's Caddy; its CPU is Caddy's and its Redis's.
+func startSide(name, bin string, capped bool, store, redisAddr, label string, redis *redisProc) (*side, error) {
+	p, err := startCaddy(bin, name, capped, store, redisAddr, label)
+	if err != nil {
+		return nil, err
+	}
+	s := &side{name: name, caddy: p, pids: []int{p.cmd.Process.Pid}, client: newClient()}
+	if redis != nil {
+		s.pids = append(s.pids, redis.cmd.Process.Pid)
+	}
+	return s, nil
 }
 
 func newClient() *http.Client {
@@ -105,8 +128,10 @@ func (c *comparison) stop() {
 			s.caddy.stop()
 		}
 	}
-	if c.redis != nil {
-		c.redis.stop()
+	for _, r := range []*redisProc{c.redis, c.redisA} {
+		if r != nil {
+			r.stop()
+		}
 	}
 }
 

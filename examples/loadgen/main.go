@@ -18,6 +18,11 @@
 // equally busy). A slice whose machine stalled moves a median by one place,
 // where it would move a pooled p99 by tens of milliseconds.
 //
+// With -baseline <another Caddy binary>, A is that build with the same
+// frequency_cap on a store of its own, alike (for Redis: its own
+// redis-server on the same CPUs): B/A is then what a change to the module
+// gains or costs, measured side by side.
+//
 // A store is none (B is A again: the spread of the instrument itself),
 // memory, redis (unpinned) or redis@<cpu list>: the CPUs redis-server is
 // pinned to. redis@0 shares Caddy's core, so B pays for Redis's work too,
@@ -44,6 +49,7 @@ import (
 
 func main() {
 	caddyBin := flag.String("caddy", "", "Caddy binary built with this module (go build -o /tmp/freqcap-caddy ./cmd/caddy)")
+	baseline := flag.String("baseline", "", "another build of Caddy with this module: A runs it with the same cap as B, on a store of its own, instead of reverse_proxy alone")
 	stores := flag.String("stores", "none,memory,redis@0,redis@1", "what B is: none (A again: the spread of the instrument itself), memory, redis@<cpu list to pin redis-server to> (redis alone: no pinning), or redis-rt@<cpu list>: the same at real-time priority")
 	rounds := flag.Int("runs", 12, "rounds per store; a round is one slice of A and one of B, in alternating order")
 	slice := flag.Duration("slice", time.Second, "length of one slice")
@@ -59,9 +65,13 @@ func main() {
 	}
 	bodies := &bodySource{recipients: *recipients}
 	share := fmt.Sprintf("%.0f %%", *loadShare*100)
-	fmt.Printf("| store | A: reverse_proxy req/s | B: + frequency_cap req/s | ratio B/A | A: CPU a request | B: CPU a request (Redis's share) | CPU ratio A/B | p99 A at %[1]s of its maximum (median slice) | p99 B at that rate | added p99 | p99 B at %[1]s of its own maximum | added p99 | B's 429s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", share)
+	aName, bName := "A: reverse_proxy", "B: + frequency_cap"
+	if *baseline != "" {
+		aName, bName = "A: -baseline build", "B: -caddy build"
+	}
+	fmt.Printf("| store | %[2]s req/s | %[3]s req/s | ratio B/A | A: CPU a request | B: CPU a request (Redis's share) | CPU ratio A/B | p99 A at %[1]s of its maximum (median slice) | p99 B at that rate | added p99 | p99 B at %[1]s of its own maximum | added p99 | B's 429s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", share, aName, bName)
 	for _, spec := range strings.Split(*stores, ",") {
-		c, err := newComparison(*caddyBin, spec)
+		c, err := newComparison(*caddyBin, *baseline, spec)
 		if err != nil {
 			log.Fatal(err)
 		}
