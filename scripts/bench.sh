@@ -2,9 +2,12 @@
 # Reproduces every performance figure of the README, side by side in one
 # run, on this machine (2 cores: Redis is pinned to core 0, the clients to
 # core 1). Takes about 30 minutes with the defaults; RECIPIENTS=20000 RUNS=1
-# makes a quick check of it.
+# makes a quick check of it. BASELINE=<git revision> also compares that
+# revision's build of the module with this one through Caddy, side by side
+# (loadgen -baseline).
 #
 #   bash scripts/bench.sh
+#   BASELINE=cf3c77b bash scripts/bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RECIPIENTS=${RECIPIENTS:-200000}
@@ -34,3 +37,11 @@ echo "== through Caddy: reverse_proxy alone (A) vs with frequency_cap (B), in al
 go build -o "$out/caddy" ./cmd/caddy
 go build -o "$out/loadgen" ./examples/loadgen
 taskset -c 1 "$out/loadgen" -caddy "$out/caddy" -runs $((RUNS * 4)) | tee "$out/caddy.txt"
+if [ -n "${BASELINE:-}" ]; then
+	echo "== through Caddy: the build of $BASELINE (A) vs this one (B), both capped, each on a store of its own"
+	rm -rf "$out/baseline-src"
+	git worktree add --detach -f "$out/baseline-src" "$BASELINE" >/dev/null
+	(cd "$out/baseline-src" && go build -o "$out/caddy-baseline" ./cmd/caddy)
+	git worktree remove --force "$out/baseline-src"
+	taskset -c 1 "$out/loadgen" -caddy "$out/caddy" -baseline "$out/caddy-baseline" -stores memory,redis@0,redis@1 -runs $((RUNS * 4)) | tee "$out/baseline.txt"
+fi
