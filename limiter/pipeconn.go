@@ -24,16 +24,32 @@ import (
 // read error, a reply past its request's deadline, a reply that is not
 // RESP2) every request not yet answered fails with that error, the
 // connection is closed, and the next request dials a new one.
+//
+// It bypasses the go-redis client's hooks, limiter and pool: metrics and
+// circuit breakers hooked into the client do not see this traffic.
 type pipeConn struct {
 	dial    func(context.Context) (net.Conn, error) // connects and authenticates
 	dialTO  time.Duration
 	timeout time.Duration // a request's deadline, from when it is sent
+	// maxAge, when set, replaces a connection that old (see
+	// pipeDialer: Sentinel).
+	maxAge time.Duration
 
-	dialMu sync.Mutex // one dial at a time
-	mu     sync.Mutex
-	sess   *pipeSession // nil until the first request and after a failure
-	closed bool
+	dialMu  sync.Mutex     // one dial at a time; the others wait for its result
+	readers sync.WaitGroup // every session's reader goroutine
+
+	mu       sync.Mutex
+	sess     *pipeSession // nil until the first request
+	closed   bool
+	dialErr  error     // the last dial's failure, while it is recent
+	dialFail time.Time // when it failed
 }
+
+// dialBackoff is how long requests fail at once with the last dial's error
+// instead of dialling again. While Redis is unreachable every dial costs up
+// to the dial timeout, and the batch loops would queue behind it; failing
+// at once lets on_error answer, and the next dial comes soon.
+const dialBackoff = 50 * time.Millisecond
 
 // pipeReq is commands sent together and their replies. The sender fills
 // cmds, n and done; the reader fills the rest and then calls done, on its
@@ -65,21 +81,35 @@ func (r *pipeReq) replyErr(v respVal) error {
 	return fmt.Errorf("%w: %s", ErrStore, r.str(v))
 }
 
-func newPipeConn(dial func(context.Context) (net.Conn, error), dialTimeout, timeout time.Duration) *pipeConn {
-	return &pipeConn{dial: dial, dialTO: dialTimeout, timeout: timeout}
+// newPipeConn returns a connection that dials when first used. A dial
+// takes at most dialTimeout, and never longer than a request may wait.
+func newPipeConn(dial func(context.Context) (net.Conn, error), dialTimeout, timeout, maxAge time.Duration) *pipeConn {
+	if dialTimeout <= 0 || dialTimeout > timeout {
+		dialTimeout = timeout
+	}
+	return &pipeConn{dial: dial, dialTO: dialTimeout, timeout: timeout, maxAge: maxAge}
 }
 
 // send writes req's commands, dialling first when there is no connection.
 // req.done is called once, when the replies are in or the connection
 // failed; on this goroutine when it could not be sent at all.
 func (pc *pipeConn) send(req *pipeReq) {
-	s, err := pc.session()
-	if err != nil {
+	for attempt := 0; ; attempt++ {
+		s, err := pc.session()
+		if err == nil {
+			if err = s.send(req, pc.timeout); err == nil {
+				return
+			}
+			// The connection failed or was replaced just now, before req
+			// was queued: once, take the next one.
+			if attempt == 0 {
+				continue
+			}
+		}
 		req.err = err
 		req.done(req)
 		return
 	}
-	s.send(req, pc.timeout)
 }
 
 // session returns the live connection, dialling one when there is none.
@@ -90,56 +120,71 @@ func (pc *pipeConn) session() (*pipeSession, error) {
 	pc.dialMu.Lock()
 	defer pc.dialMu.Unlock()
 	if s, err := pc.live(); s != nil || err != nil {
-		return s, err // another sender dialled meanwhile
+		return s, err // another sender dialled meanwhile, or failed to
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pc.dialTO)
 	defer cancel()
 	conn, err := pc.dial(ctx)
-	if err != nil {
-		return nil, classify(fmt.Errorf("connecting: %w", err))
-	}
-	s := &pipeSession{conn: conn, br: bufio.NewReaderSize(conn, 16<<10), ended: make(chan struct{})}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
+	if err != nil {
+		pc.dialErr, pc.dialFail = classify(fmt.Errorf("connecting: %w", err)), time.Now()
+		return nil, pc.dialErr
+	}
 	if pc.closed {
 		conn.Close()
 		return nil, errStoreClosed
 	}
-	pc.sess = s
-	go s.read()
+	s := &pipeSession{conn: conn, br: bufio.NewReaderSize(conn, 16<<10), ended: make(chan struct{}), born: time.Now()}
+	old := pc.sess
+	pc.sess, pc.dialErr = s, nil
+	pc.readers.Add(1)
+	go func() {
+		defer pc.readers.Done()
+		s.read()
+	}()
+	if old != nil {
+		old.retire()
+	}
 	return s, nil
 }
 
-// live returns the connection when it is up, or an error when pc is
-// closed.
+// live returns the connection when it is up; an error when pc is closed or
+// the last dial failed just now; else nil: dial.
 func (pc *pipeConn) live() (*pipeSession, error) {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	switch {
 	case pc.closed:
 		return nil, errStoreClosed
-	case pc.sess != nil && !pc.sess.failed():
-		return pc.sess, nil
+	case pc.dialErr != nil && time.Since(pc.dialFail) < dialBackoff:
+		return nil, pc.dialErr
+	case pc.sess == nil || pc.sess.failed():
+		return nil, nil
+	case pc.maxAge > 0 && time.Since(pc.sess.born) > pc.maxAge:
+		return nil, nil
 	}
-	return nil, nil
+	return pc.sess, nil
 }
 
 // close waits up to the request timeout for the requests in flight, then
-// closes the connection. Requests sent after close fail.
+// closes the connection, and returns when every reader has handed out its
+// last reply. Requests sent after close fail.
 func (pc *pipeConn) close() {
 	pc.mu.Lock()
 	pc.closed = true
 	s := pc.sess
 	pc.mu.Unlock()
-	if s == nil {
-		return
+	if s != nil {
+		deadline := time.Now().Add(pc.timeout)
+		for s.inFlight() > 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond) // close is rare; a wait channel would tax every request
+		}
+		s.broke(errStoreClosed)
 	}
-	deadline := time.Now().Add(pc.timeout)
-	for s.inFlight() > 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond) // close is rare; a wait channel would tax every request
-	}
-	s.broke(errStoreClosed)
-	<-s.ended
+	// A replaced connection closes when its last reply is in, or at that
+	// request's deadline.
+	pc.readers.Wait()
 }
 
 // pipeSession is one connection and the requests sent on it.
@@ -147,13 +192,31 @@ type pipeSession struct {
 	conn  net.Conn
 	br    *bufio.Reader
 	ended chan struct{} // closed when the reader has returned
+	born  time.Time
 
 	mu       sync.Mutex // guards what follows
 	out      []byte     // commands not yet written
 	spare    []byte     // the buffer being written, for reuse
 	flushing bool       // a sender is writing out
 	queue    []*pipeReq // sent and not yet answered, in order
-	err      error      // why the connection failed, once it has
+	err      error      // why the connection failed (or was closed), once it has
+	retiring bool       // replaced: close once the queue is empty
+}
+
+var errReplaced = fmt.Errorf("%w: connection replaced", ErrStore)
+
+// retire closes the connection once what is in flight on it is answered.
+func (s *pipeSession) retire() {
+	s.mu.Lock()
+	s.retiring = true
+	idle := len(s.queue) == 0 && s.err == nil
+	if idle {
+		s.err = errReplaced // no request can queue behind the close
+	}
+	s.mu.Unlock()
+	if idle {
+		s.conn.Close()
+	}
 }
 
 func (s *pipeSession) failed() bool {
@@ -170,14 +233,13 @@ func (s *pipeSession) inFlight() int {
 
 // send queues req and writes out. Whichever sender finds no write under way
 // writes everything queued meanwhile too, so concurrent sends share one
-// write.
-func (s *pipeSession) send(req *pipeReq, timeout time.Duration) {
+// write. It returns the connection's error, without queueing req, when the
+// connection has failed; once req is queued the reader answers it.
+func (s *pipeSession) send(req *pipeReq, timeout time.Duration) error {
 	s.mu.Lock()
 	if s.err != nil {
-		req.err = s.err
 		s.mu.Unlock()
-		req.done(req)
-		return
+		return s.err
 	}
 	req.deadline = time.Now().Add(timeout)
 	if len(s.queue) == 0 {
@@ -188,7 +250,7 @@ func (s *pipeSession) send(req *pipeReq, timeout time.Duration) {
 	s.out = append(s.out, req.cmds...)
 	if s.flushing {
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	s.flushing = true
 	for len(s.out) > 0 {
@@ -203,11 +265,12 @@ func (s *pipeSession) send(req *pipeReq, timeout time.Duration) {
 			s.flushing = false
 			s.mu.Unlock()
 			s.broke(err)
-			return
+			return nil
 		}
 	}
 	s.flushing = false
 	s.mu.Unlock()
+	return nil
 }
 
 // broke records why the connection failed and closes it; the reader then
@@ -250,8 +313,11 @@ func (s *pipeSession) read() {
 				s.broke(req.replyErr(v))
 			}
 		}
-		s.pop()
+		drained := s.pop()
 		req.done(req)
+		if drained {
+			s.conn.Close() // replaced, and its last reply is in
+		}
 	}
 }
 
@@ -267,17 +333,23 @@ func (s *pipeSession) head() *pipeReq {
 
 // pop removes the answered head, and sets the read deadline to the next
 // request's. A head answered in full is handed its replies even when the
-// connection failed meanwhile; the requests after it fail.
-func (s *pipeSession) pop() {
+// connection failed meanwhile; the requests after it fail. It reports
+// whether the connection is replaced and now idle: to be closed.
+func (s *pipeSession) pop() (drained bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.queue[0] = nil
 	s.queue = s.queue[1:]
-	if len(s.queue) == 0 {
-		s.conn.SetReadDeadline(time.Time{})
-	} else {
+	if len(s.queue) > 0 {
 		s.conn.SetReadDeadline(s.queue[0].deadline)
+		return false
 	}
+	s.conn.SetReadDeadline(time.Time{})
+	if s.retiring && s.err == nil {
+		s.err = errReplaced
+		return true
+	}
+	return false
 }
 
 // end fails the connection with err (or the error it already failed with)

@@ -45,7 +45,7 @@ func tcpDial(addr string) func(context.Context) (net.Conn, error) {
 // reader hands replies out in the order the requests were written.
 func TestPipeConnRepliesInOrder(t *testing.T) {
 	c := redistest.Client(t)
-	pc := newPipeConn(tcpDial(c.Options().Addr), time.Second, 5*time.Second)
+	pc := newPipeConn(tcpDial(c.Options().Addr), time.Second, 5*time.Second, 0)
 	defer pc.close()
 	var wg sync.WaitGroup
 	for g := 0; g < 32; g++ {
@@ -109,7 +109,7 @@ func fakeServer(t *testing.T, reply string) (addr string, accepted *atomic.Int64
 func TestPipeConnSilentServerTimesOut(t *testing.T) {
 	addr, accepted := fakeServer(t, "")
 	timeout := 200 * time.Millisecond
-	pc := newPipeConn(tcpDial(addr), time.Second, timeout)
+	pc := newPipeConn(tcpDial(addr), time.Second, timeout, 0)
 	defer pc.close()
 	for i := 1; i <= 2; i++ {
 		start := time.Now()
@@ -132,7 +132,7 @@ func TestPipeConnSilentServerTimesOut(t *testing.T) {
 func TestPipeConnGarbageReply(t *testing.T) {
 	for _, reply := range []string{"hello\r\n", "$999999999999\r\n", "*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", "$3\r\nabcde\r\n", ":12x\r\n"} {
 		addr, _ := fakeServer(t, reply)
-		pc := newPipeConn(tcpDial(addr), time.Second, time.Second)
+		pc := newPipeConn(tcpDial(addr), time.Second, time.Second, 0)
 		_, err := echo(pc, "hello")
 		pc.close()
 		if !errors.Is(err, ErrStore) || !strings.Contains(err.Error(), "protocol") {
@@ -146,7 +146,7 @@ func TestPipeConnGarbageReply(t *testing.T) {
 // next request dials again.
 func TestPipeConnIdleCloseFailsNothing(t *testing.T) {
 	c := redistest.Client(t)
-	pc := newPipeConn(tcpDial(c.Options().Addr), time.Second, 5*time.Second)
+	pc := newPipeConn(tcpDial(c.Options().Addr), time.Second, 5*time.Second, 0)
 	defer pc.close()
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
@@ -174,7 +174,7 @@ func TestPipeConnIdleCloseFailsNothing(t *testing.T) {
 // A request sent after close fails at once.
 func TestPipeConnClosed(t *testing.T) {
 	c := redistest.Client(t)
-	pc := newPipeConn(tcpDial(c.Options().Addr), time.Second, time.Second)
+	pc := newPipeConn(tcpDial(c.Options().Addr), time.Second, time.Second, 0)
 	if _, err := echo(pc, "x"); err != nil {
 		t.Fatal(err)
 	}
@@ -219,5 +219,70 @@ func TestReadReply(t *testing.T) {
 		if err == nil {
 			t.Errorf("%.30q: no error", bad)
 		}
+	}
+}
+
+// countingDial counts the dials of d.
+func countingDial(d func(context.Context) (net.Conn, error), n *atomic.Int64) func(context.Context) (net.Conn, error) {
+	return func(ctx context.Context) (net.Conn, error) {
+		n.Add(1)
+		return d(ctx)
+	}
+}
+
+// While Redis refuses connections, a failed dial fails the requests of the
+// next dialBackoff at once, without dialling again; after it, the next
+// request dials.
+func TestPipeConnFailedDialBacksOff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var dials atomic.Int64
+	pc := newPipeConn(countingDial(tcpDial(addr), &dials), time.Second, time.Second, 0)
+	defer pc.close()
+	for i := 0; i < 20; i++ {
+		if _, err := echo(pc, "x"); !errors.Is(err, ErrStore) {
+			t.Fatalf("request %d to a closed port: %v, want ErrStore", i, err)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("%d dials for 20 requests within the back-off, want 1", n)
+	}
+	time.Sleep(dialBackoff + 10*time.Millisecond)
+	echo(pc, "x")
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("%d dials after the back-off, want 2", n)
+	}
+}
+
+// With a maximum age (Sentinel), connections are replaced as they age,
+// and no request fails for it: what is in flight on the old connection is
+// answered there.
+func TestPipeConnMaxAgeReplacesWithoutFailures(t *testing.T) {
+	c := redistest.Client(t)
+	var dials atomic.Int64
+	pc := newPipeConn(countingDial(tcpDial(c.Options().Addr), &dials), time.Second, 5*time.Second, 5*time.Millisecond)
+	var wg sync.WaitGroup
+	stop := time.Now().Add(300 * time.Millisecond)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Now().Before(stop); i++ {
+				want := fmt.Sprintf("g%d-%d", g, i)
+				if got, err := echo(pc, want); err != nil || got != want {
+					t.Errorf("ECHO %q: got %q, %v", want, got, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	pc.close()
+	if n := dials.Load(); n < 10 {
+		t.Fatalf("%d dials in 300 ms with a 5 ms maximum age", n)
 	}
 }

@@ -10,21 +10,32 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// sentinelMaxAge is how long a pipeConn to a master that Sentinel names
+// is kept. go-redis learns of a failover from the sentinels and drops its
+// own pools, not this connection; a write the old master refuses (READONLY)
+// drops it at once, but reads, and writes to an old master cut off from the
+// sentinels, do not. Dialling again asks the sentinels for the master.
+const sentinelMaxAge = time.Second
+
 // pipeDialer returns how pipeConn connects to the server client talks to:
 // through the client's own dialer (TLS and, with Sentinel, asking the
 // sentinels for the master included), then AUTH, SELECT and CLIENT SETNAME
-// as the client's options say. ok is false for clients it cannot stand in
-// for: a cluster or ring (keys live on several servers), or credentials
-// that come from a provider or hooks run on connect.
-func pipeDialer(client redis.UniversalClient) (dial func(context.Context) (net.Conn, error), dialTimeout time.Duration, ok bool) {
+// as the client's options say; and how long a connection may be kept (0:
+// for ever). ok is false for clients it cannot stand in for: a cluster or
+// ring (keys live on several servers), or credentials that come from a
+// provider or hooks run on connect.
+func pipeDialer(client redis.UniversalClient) (dial func(context.Context) (net.Conn, error), dialTimeout, maxAge time.Duration, ok bool) {
 	c, isClient := client.(*redis.Client)
 	if !isClient {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	o := c.Options()
 	if o.Dialer == nil || o.OnConnect != nil || o.CredentialsProvider != nil ||
 		o.CredentialsProviderContext != nil || o.StreamingCredentialsProvider != nil {
-		return nil, 0, false
+		return nil, 0, 0, false
+	}
+	if o.Addr == "FailoverClient" { // go-redis's name for a Sentinel client's options
+		maxAge = sentinelMaxAge
 	}
 	var hello []byte
 	n := 0
@@ -67,7 +78,7 @@ func pipeDialer(client redis.UniversalClient) (dial func(context.Context) (net.C
 		}
 		return conn, nil
 	}
-	return dial, o.DialTimeout, true
+	return dial, o.DialTimeout, maxAge, true
 }
 
 // handshake sends cmds on a new connection and checks their n replies.

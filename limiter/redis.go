@@ -117,11 +117,8 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Redis{client: client, cluster: cluster, opts: opts, stop: make(chan struct{}), drained: make(chan struct{}), hot: newHotKeys(time.Now, hotHold)}
 	if !cluster {
-		if dial, dialTimeout, ok := pipeDialer(client); ok && !opts.ScriptOnly {
-			if dialTimeout <= 0 {
-				dialTimeout = opts.Timeout
-			}
-			s.pipe = newPipeConn(dial, dialTimeout, opts.Timeout)
+		if dial, dialTimeout, maxAge, ok := pipeDialer(client); ok && !opts.ScriptOnly {
+			s.pipe = newPipeConn(dial, dialTimeout, opts.Timeout, maxAge)
 		}
 		s.batches = make(chan *call, 4*opts.MaxBatch)
 		for i := 0; i < opts.InFlight; i++ {

@@ -157,7 +157,7 @@ func (s *Redis) decideInGo(calls []*call) {
 	var now int64
 	if r.n > 0 {
 		s.pipe.send(r)
-		<-b.readIn // the request's deadline bounds the wait
+		<-b.readIn // bounded by the dial timeout and the request's deadline
 		var err error
 		if now, err = b.decode(needTime); err != nil {
 			b.fail(err)
@@ -361,9 +361,11 @@ func (b *goBatch) written(r *pipeReq) {
 		b.done()
 	default:
 		s.conflicts.Add(1)
-		if int(changed) <= len(b.checked) {
-			s.hot.mark(b.checked[changed-1].name)
+		if changed < 1 || int(changed) > len(b.checked) {
+			b.fail(fmt.Errorf("%w: commit answered %d for %d keys", ErrStore, changed, len(b.checked)))
+			return
 		}
+		s.hot.mark(b.checked[changed-1].name)
 		s.settling.Add(1)
 		go s.redecide(b)
 	}
