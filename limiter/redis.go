@@ -33,19 +33,13 @@ type Redis struct {
 	client  redis.UniversalClient
 	cluster bool
 	opts    RedisOptions
-	// pipe carries the batches decided in Go; nil on a cluster, with
-	// ScriptOnly, and for clients it cannot stand in for (see pipeDialer).
-	pipe    *pipeConn
 	batches chan *call
 	stop    chan struct{}
-	// drained is closed when Close has stopped everything that answers
-	// calls: a call not answered by then never will be.
+	// drained is closed when Close has stopped the batch loops: a call
+	// not answered by then never will be.
 	drained chan struct{}
-	wg      sync.WaitGroup // the batch loops
-	// settling counts batches whose write needs one more round trip (see
-	// written).
-	settling sync.WaitGroup
-	once     sync.Once
+	wg      sync.WaitGroup
+	once    sync.Once
 	// conflicts counts batches decided in Go whose write found a key
 	// changed, and went to the script.
 	conflicts atomic.Int64
@@ -83,10 +77,7 @@ type RedisOptions struct {
 	// on a cluster. Default false: off a cluster a batch is decided in Go
 	// between a read and a compare-and-set write (two round trips, a third
 	// of the Redis CPU), and in the script only when the write finds a key
-	// changed since the read. The Go path needs the store's own pipelined
-	// connection, which it opens from a *redis.Client's options (standalone
-	// or Sentinel; not a cluster, a ring, or credentials from a provider);
-	// other clients get the script.
+	// changed since the read.
 	ScriptOnly bool
 	// Now replaces the server's TIME when set. For tests only: gateways
 	// share one clock only through TIME.
@@ -117,9 +108,6 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Redis{client: client, cluster: cluster, opts: opts, stop: make(chan struct{}), drained: make(chan struct{}), hot: newHotKeys(time.Now, hotHold)}
 	if !cluster {
-		if dial, dialTimeout, maxAge, ok := pipeDialer(client); ok && !opts.ScriptOnly {
-			s.pipe = newPipeConn(dial, dialTimeout, opts.Timeout, maxAge)
-		}
 		s.batches = make(chan *call, 4*opts.MaxBatch)
 		for i := 0; i < opts.InFlight; i++ {
 			s.wg.Add(1)
@@ -303,38 +291,49 @@ func wholePlans(batch []*call) bool {
 
 // batchLoop serves batched calls: it takes one, adds whatever else is
 // already waiting with the same op, and decides them together: in Go (see
-// redisgo.go), or in the script when there is no pipelined connection, a
-// call is split by hash tag, or a key is hot (see hotKeys). A batch decided
-// in Go holds its loop only for its read: its write's reply answers it.
+// redisgo.go), or in the script when ScriptOnly is set, a call is split by
+// hash tag, or a key is hot (see hotKeys). A batch decided in Go holds its write until the next round
+// trip, which carries it with the next batch's read.
 func (s *Redis) batchLoop() {
 	defer s.wg.Done()
 	var pending *call
+	var held *goRun
 	for {
-		batch := s.collect(&pending)
-		if batch == nil {
+		batch := s.collect(&pending, held == nil)
+		if batch == nil && held == nil {
 			return // stopped
 		}
-		if s.pipe == nil || !wholePlans(batch) || s.hot.touches(batch) {
+		if batch != nil && (s.opts.ScriptOnly || !wholePlans(batch) || s.hot.touches(batch)) {
+			held = s.goRound(held, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 			s.runCalls(ctx, batch)
 			cancel()
 			finish(batch)
 			continue
 		}
-		s.decideInGo(batch)
+		held = s.goRound(held, batch)
 	}
 }
 
-// collect waits for the next call and returns it with the calls of the
-// same op waiting behind it; nil when the store is closed.
-func (s *Redis) collect(pending **call) []*call {
+// collect takes the next batch of calls of one op. Without block it
+// returns nil at once when no call waits; with it, it waits for one, and
+// returns nil when the store is closed.
+func (s *Redis) collect(pending **call, block bool) []*call {
 	first := *pending
 	*pending = nil
 	if first == nil {
-		select {
-		case first = <-s.batches:
-		case <-s.stop:
-			return nil
+		if block {
+			select {
+			case first = <-s.batches:
+			case <-s.stop:
+				return nil
+			}
+		} else {
+			select {
+			case first = <-s.batches:
+			default:
+				return nil
+			}
 		}
 	}
 	batch := []*call{first}
@@ -605,16 +604,16 @@ func (s *Redis) byTag(n int, key func(int) string) [][]int {
 	return groups
 }
 
-// Close stops the batching goroutines and waits (up to Timeout) for the
-// writes in flight; the client stays open.
+// Conflicts is how many batches decided in Go found a key changed at their
+// write, and were decided again in the script.
+func (s *Redis) Conflicts() int64 { return s.conflicts.Load() }
+
+// Close stops the batching goroutines, once their writes are answered; the
+// client stays open.
 func (s *Redis) Close() error {
 	s.once.Do(func() {
 		close(s.stop)
 		s.wg.Wait()
-		if s.pipe != nil {
-			s.pipe.close()
-		}
-		s.settling.Wait()
 		close(s.drained)
 	})
 	return nil

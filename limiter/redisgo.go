@@ -1,10 +1,10 @@
 package limiter
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -19,35 +19,23 @@ import (
 // deciding in freqcap.lua costs it (see the README's Performance section).
 // When the write finds a key changed since the read, nothing was written and
 // the batch is decided again in freqcap.lua, which cannot conflict.
-//
-// Both go on the store's pipelined connection (pipeConn): the loop that
-// made a batch waits for its read, sends its write and goes on to the next
-// batch; the write's reply answers the batch's callers.
 
 var commitScript = redis.NewScript(lua.Commit)
 
-// goBatch is one batch decided in Go: its calls, its keys as read, what the
-// decisions made of them, and its two requests. Batches are pooled with
-// their buffers.
+// goBatch is the keys of one batch, as read, and what the decisions made of
+// them. Batches are pooled with their buffers.
 type goBatch struct {
-	s       *Redis
-	calls   []*call
-	byName  map[string]*batchKey
-	keys    []*batchKey
-	free    []*batchKey
-	names   []string    // the keys read, in MGET order
-	checked []*batchKey // the keys the write checks, in KEYS order
-	blob    []byte
-	read    pipeReq
-	write   pipeReq
-	readIn  chan struct{} // room for one: the read's replies are in
-	retried bool          // the write was sent again after NOSCRIPT
+	byName map[string]*batchKey
+	keys   []*batchKey
+	free   []*batchKey
+	names  []string
+	blob   []byte
 }
 
 // batchKey is one key of a batch.
 type batchKey struct {
 	name   string
-	old    []byte // the value read (in the batch's read buffer); nil when the key did not exist
+	old    string // the value read; "" when the key did not exist
 	exists bool
 	k      memKey
 	// check: an admitted decision read the key, so the commit must find it
@@ -57,18 +45,7 @@ type batchKey struct {
 	err          error // the value read is not a log: its decisions fail
 }
 
-var goBatches sync.Pool
-
-// getGoBatch returns a pooled batch, or a new one.
-func getGoBatch() *goBatch {
-	if b, ok := goBatches.Get().(*goBatch); ok {
-		return b
-	}
-	b := &goBatch{byName: map[string]*batchKey{}, readIn: make(chan struct{}, 1)}
-	b.read.done = func(*pipeReq) { b.readIn <- struct{}{} }
-	b.write.done = b.written
-	return b
-}
+var goBatches = sync.Pool{New: func() any { return &goBatch{byName: map[string]*batchKey{}} }}
 
 func (b *goBatch) reset() {
 	clear(b.byName)
@@ -76,9 +53,7 @@ func (b *goBatch) reset() {
 		*bk = batchKey{k: bk.k} // keep the decoding buffers
 		b.free = append(b.free, bk)
 	}
-	b.keys, b.names, b.checked = b.keys[:0], b.names[:0], b.checked[:0]
-	clear(b.calls)
-	b.s, b.calls, b.retried = nil, b.calls[:0], false
+	b.keys, b.names = b.keys[:0], b.names[:0]
 }
 
 // add notes a key the batch reads.
@@ -126,100 +101,109 @@ func (b *goBatch) create(p *plan, si int) *memKey {
 	return &bk.k
 }
 
-// decideInGo decides calls in Go: it reads their keys, decides, and sends
-// the write, whose reply (see written) answers the calls. It returns once
-// the write is sent.
-func (s *Redis) decideInGo(calls []*call) {
-	b := getGoBatch()
-	b.s, b.calls = s, append(b.calls, calls...)
-	needTime := false
-	for _, c := range calls {
-		needTime = needTime || c.now == 0
-		for si := range c.p.sections {
-			b.add(c.p.key(&c.p.sections[si]))
-		}
-	}
-	r := &b.read
-	r.reset()
-	if needTime {
-		r.cmds = appendArray(r.cmds, 1)
-		r.cmds = appendBulkString(r.cmds, "TIME")
-		r.n++
-	}
-	if len(b.names) > 0 { // a request may have no checks
-		r.cmds = appendArray(r.cmds, 1+len(b.names))
-		r.cmds = appendBulkString(r.cmds, "MGET")
-		for _, k := range b.names {
-			r.cmds = appendBulkString(r.cmds, k)
-		}
-		r.n++
-	}
-	var now int64
-	if r.n > 0 {
-		s.pipe.send(r)
-		<-b.readIn // bounded by the dial timeout and the request's deadline
-		var err error
-		if now, err = b.decode(needTime); err != nil {
-			b.fail(err)
-			return
-		}
-	}
-	if !s.decideRun(b, now) {
-		b.done()
-		return
-	}
-	s.pipe.send(&b.write)
+// goRun is a batch being decided in Go: its calls, their keys, and the
+// deadline of the whole (its calls wait as long).
+type goRun struct {
+	calls  []*call
+	b      *goBatch
+	ctx    context.Context
+	cancel context.CancelFunc
+	// after the read:
+	names []string // the keys the write checks or writes
+	args  []any
 }
 
-// decode reads the read's replies: the server's TIME (when asked for) and
-// the values.
-func (b *goBatch) decode(needTime bool) (int64, error) {
-	r := &b.read
-	if r.err != nil {
-		return 0, r.err
+// goRound makes one round trip: the write of held (a batch decided in the
+// last round; nil for none) and the read of calls (nil for none). It
+// finishes held, decides calls, and returns them as the next held batch
+// when they have something to write.
+func (s *Redis) goRound(held *goRun, calls []*call) *goRun {
+	if held == nil && calls == nil {
+		return nil
 	}
+	var next *goRun
+	needTime := false
+	if calls != nil {
+		next = &goRun{calls: calls, b: goBatches.Get().(*goBatch)}
+		next.ctx, next.cancel = context.WithTimeout(context.Background(), s.opts.Timeout)
+		for _, c := range calls {
+			needTime = needTime || c.now == 0
+			for si := range c.p.sections {
+				next.b.add(c.p.key(&c.p.sections[si]))
+			}
+		}
+	}
+	// The round has the newer deadline: held's callers may have given up
+	// already, but its write is still owed (see do).
+	ctx := context.Context(nil)
+	if next != nil {
+		ctx = next.ctx
+	} else {
+		ctx = held.ctx
+	}
+	var ec *redis.Cmd
+	var tm *redis.TimeCmd
+	var mg *redis.SliceCmd
+	_, perr := s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		if held != nil {
+			ec = pipe.EvalSha(ctx, commitScript.Hash(), held.names, held.args...)
+		}
+		if next != nil {
+			if needTime {
+				tm = pipe.Time(ctx)
+			}
+			if len(next.b.names) > 0 { // a request may have no checks
+				mg = pipe.MGet(ctx, next.b.names...)
+			}
+		}
+		return nil
+	})
+	if held != nil {
+		s.finishWrite(held, ec, perr)
+	}
+	if next == nil {
+		return nil
+	}
+	now, err := s.decode(next, tm, mg, perr)
+	if err != nil {
+		next.fail(err)
+		return nil
+	}
+	if !s.decideRun(next, now) {
+		next.done()
+		return nil
+	}
+	return next
+}
+
+// decode reads the round's answers for run: the server's TIME (when asked
+// for) and the values.
+func (s *Redis) decode(run *goRun, tm *redis.TimeCmd, mg *redis.SliceCmd, perr error) (int64, error) {
 	var now int64
-	i := 0
-	if needTime {
-		v := r.vals[0]
-		if err := r.replyErr(v); err != nil {
-			return 0, fmt.Errorf("TIME: %w", err)
+	if tm != nil {
+		if err := answered(tm, !tm.Val().IsZero(), perr); err != nil {
+			return 0, err
 		}
-		if v.kind != '*' || v.n != 2 || r.vals[1].kind != '$' || r.vals[2].kind != '$' {
-			return 0, fmt.Errorf("%w: TIME answered no time", ErrStore)
-		}
-		sec, err1 := strconv.ParseInt(string(r.str(r.vals[1])), 10, 64)
-		usec, err2 := strconv.ParseInt(string(r.str(r.vals[2])), 10, 64)
-		if err1 != nil || err2 != nil {
-			return 0, fmt.Errorf("%w: TIME answered %q %q", ErrStore, r.str(r.vals[1]), r.str(r.vals[2]))
-		}
-		now = sec*1000 + usec/1000
-		i = skip(r.vals, 0)
+		now = tm.Val().UnixMilli()
 	}
-	if len(b.names) == 0 {
+	if mg == nil {
 		return now, nil
 	}
-	v := r.vals[i]
-	if err := r.replyErr(v); err != nil {
-		return 0, fmt.Errorf("MGET: %w", err)
+	if err := answered(mg, len(mg.Val()) == len(run.b.names), perr); err != nil {
+		return 0, err
 	}
-	if v.kind != '*' || int(v.n) != len(b.names) {
-		return 0, fmt.Errorf("%w: MGET answered %d values for %d keys", ErrStore, v.n, len(b.names))
-	}
-	j := i + 1
-	for _, bk := range b.keys {
-		v := r.vals[j]
-		j = skip(r.vals, j)
-		switch v.kind {
-		case 0:
-			continue
-		case '$':
-		default:
-			bk.err = fmt.Errorf("%w: MGET answered %q for %s", ErrStore, v.kind, bk.name)
+	for i, v := range mg.Val() {
+		bk := run.b.keys[i]
+		if v == nil {
 			continue
 		}
-		bk.old, bk.exists = r.str(v), true
-		if err := decodeBlob(bk.old, &bk.k); err != nil {
+		old, ok := v.(string)
+		if !ok {
+			bk.err = fmt.Errorf("%w: MGET answered %T for %s", ErrStore, v, bk.name)
+			continue
+		}
+		bk.old, bk.exists = old, true
+		if err := decodeBlob([]byte(old), &bk.k); err != nil {
 			// Only the decisions that read this key fail.
 			bk.err = fmt.Errorf("%w: %s: %v", ErrStore, bk.name, err)
 		}
@@ -227,12 +211,13 @@ func (b *goBatch) decode(needTime bool) (int64, error) {
 	return now, nil
 }
 
-// decideRun decides the batch's calls in order, as one step, and prepares
+// decideRun decides the run's calls in order, as one step, and prepares
 // the write. It reports whether there is something to write; when not,
 // every call has its answer.
-func (s *Redis) decideRun(b *goBatch, serverNow int64) bool {
-	write := b.calls[0].op == "d"
-	for _, c := range b.calls {
+func (s *Redis) decideRun(run *goRun, serverNow int64) bool {
+	b := run.b
+	write := run.calls[0].op == "d"
+	for _, c := range run.calls {
 		now := c.now
 		if now == 0 {
 			now = serverNow
@@ -265,149 +250,104 @@ func (s *Redis) decideRun(b *goBatch, serverNow int64) bool {
 		return false
 	}
 	for _, bk := range b.keys {
-		if bk.check {
-			b.checked = append(b.checked, bk)
+		if !bk.check {
+			continue
 		}
-	}
-	if len(b.checked) == 0 {
-		return false
-	}
-	if err := b.encodeWrite(false); err != nil {
-		for _, c := range b.calls {
-			if c.err == nil {
-				c.err = err
-			}
-		}
-		return false
-	}
-	if s.beforeCommit != nil {
-		s.beforeCommit()
-	}
-	return true
-}
-
-// encodeWrite encodes commit.lua's run over the checked keys: each key's
-// value as read, and its new value and TTL when a decision recorded in it.
-// The script goes by its hash, or in full with eval (which also puts it
-// back in the server's cache).
-func (b *goBatch) encodeWrite(eval bool) error {
-	w := &b.write
-	w.reset()
-	w.n = 1
-	w.cmds = appendArray(w.cmds, 3+4*len(b.checked))
-	if eval {
-		w.cmds = appendBulkString(w.cmds, "EVAL")
-		w.cmds = appendBulkString(w.cmds, lua.Commit)
-	} else {
-		w.cmds = appendBulkString(w.cmds, "EVALSHA")
-		w.cmds = appendBulkString(w.cmds, commitScript.Hash())
-	}
-	w.cmds = appendBulkInt(w.cmds, int64(len(b.checked)))
-	for _, bk := range b.checked {
-		w.cmds = appendBulkString(w.cmds, bk.name)
-	}
-	for _, bk := range b.checked {
-		w.cmds = appendBulk(w.cmds, bk.old)
+		run.names = append(run.names, bk.name)
 		if !bk.write {
-			w.cmds = appendBulk(w.cmds, nil)
-			w.cmds = appendBulk(w.cmds, nil)
+			run.args = append(run.args, bk.old, "", "")
 			continue
 		}
 		blob, err := encodeBlob(b.blob[:0], &bk.k)
 		if err != nil {
-			return err
+			run.names, run.args = nil, nil
+			for _, c := range run.calls {
+				if c.err == nil {
+					c.err = err
+				}
+			}
+			return false
 		}
 		b.blob = blob
 		ttl := bk.k.expireAt - bk.touched
 		if len(blob) == 0 || ttl <= 0 {
-			w.cmds = appendBulk(w.cmds, nil)
-			w.cmds = appendBulkString(w.cmds, "del")
+			run.args = append(run.args, bk.old, "", "del")
 		} else {
-			w.cmds = appendBulk(w.cmds, blob)
-			w.cmds = appendBulkInt(w.cmds, ttl)
+			run.args = append(run.args, bk.old, string(blob), strconv.FormatInt(ttl, 10))
 		}
+	}
+	if s.beforeCommit != nil {
+		s.beforeCommit()
+	}
+	return len(run.names) > 0
+}
+
+// finishWrite takes the write's answer for held: written, it answers the
+// calls; a key changed since the read, it decides them again in the
+// script; failed, it fails them.
+func (s *Redis) finishWrite(held *goRun, ec *redis.Cmd, perr error) {
+	err := answered(ec, ec.Val() != nil, perr)
+	if _, ok := ec.Val().(int64); ok {
+		// Answered: a failure later in the pipeline may have stamped its
+		// error on every command, this one included.
+		err = nil
+	}
+	if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
+		// The script cache was emptied (a restart, SCRIPT FLUSH, a new
+		// master): nothing was written. Run loads it again.
+		ec = commitScript.Run(held.ctx, s.client, held.names, held.args...)
+		err = answered(ec, ec.Val() != nil, nil)
+	}
+	if err != nil {
+		held.fail(err)
+		return
+	}
+	if changed, _ := ec.Int64(); changed != 0 {
+		s.conflicts.Add(1)
+		if int(changed) <= len(held.names) {
+			s.hot.mark(held.names[changed-1])
+		}
+		for _, c := range held.calls {
+			c.err, c.reply = nil, nil
+		}
+		s.runCalls(held.ctx, held.calls)
+	}
+	held.done()
+}
+
+// answered is a pipelined command's error, classified: its own, or, when
+// it has no answer (ok is false), the pipeline's. A pipeline that fails
+// before any command is answered (a refused AUTH, a broken connection)
+// need not set each command's error.
+func answered(cmd redis.Cmder, ok bool, perr error) error {
+	err := cmd.Err()
+	if err == nil && !ok {
+		err = perr
+		if err == nil {
+			err = fmt.Errorf("no answer to %s", cmd.Name())
+		}
+	}
+	if err != nil {
+		return classify(err)
 	}
 	return nil
 }
 
-// written takes the write's reply, on the connection's reader: written, it
-// answers the calls; a key changed since the read, or the script cache was
-// emptied, it settles them on another goroutine (both take a round trip);
-// failed, it fails them.
-func (b *goBatch) written(r *pipeReq) {
-	s := b.s
-	err := r.err
-	var changed int64
-	if err == nil {
-		switch v := r.vals[0]; v.kind {
-		case ':':
-			changed = v.n
-		case '-':
-			err = r.replyErr(v)
-		default:
-			err = fmt.Errorf("%w: commit answered %q", ErrStore, v.kind)
-		}
-	}
-	switch {
-	case err != nil && !b.retried && r.err == nil && bytes.HasPrefix(r.str(r.vals[0]), []byte("NOSCRIPT")):
-		// The script cache was emptied (a restart, SCRIPT FLUSH, a new
-		// master): nothing was written. Send the write again with the
-		// script in full, off the reader: a send may wait on the socket.
-		s.settling.Add(1)
-		go s.resendWrite(b)
-	case err != nil:
-		b.fail(err)
-	case changed == 0:
-		b.done()
-	default:
-		s.conflicts.Add(1)
-		if changed < 1 || int(changed) > len(b.checked) {
-			b.fail(fmt.Errorf("%w: commit answered %d for %d keys", ErrStore, changed, len(b.checked)))
-			return
-		}
-		s.hot.mark(b.checked[changed-1].name)
-		s.settling.Add(1)
-		go s.redecide(b)
-	}
-}
-
-// resendWrite sends b's write again as EVAL.
-func (s *Redis) resendWrite(b *goBatch) {
-	defer s.settling.Done()
-	b.retried = true
-	if err := b.encodeWrite(true); err != nil {
-		b.fail(err) // it encoded the first time: not reached
-		return
-	}
-	s.pipe.send(&b.write)
-}
-
-// redecide decides b's calls again in freqcap.lua, after their write found
-// a key changed: nothing of theirs was written.
-func (s *Redis) redecide(b *goBatch) {
-	defer s.settling.Done()
-	for _, c := range b.calls {
-		c.err, c.reply = nil, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-	defer cancel()
-	s.runCalls(ctx, b.calls)
-	b.done()
-}
-
-// fail fails every call of the batch and finishes it.
-func (b *goBatch) fail(err error) {
-	for _, c := range b.calls {
+// fail fails every call of the run and finishes it.
+func (run *goRun) fail(err error) {
+	for _, c := range run.calls {
 		c.err = err
 	}
-	b.done()
+	run.done()
 }
 
-// done hands the calls their answers and releases the batch.
-func (b *goBatch) done() {
-	finish(b.calls)
-	b.reset()
-	goBatches.Put(b)
+// done hands the calls their answers and releases the run.
+func (run *goRun) done() {
+	finish(run.calls)
+	run.cancel()
+	run.b.reset()
+	goBatches.Put(run.b)
+	run.b = nil
 }
 
 // replyOf appends a decision's answer in the script's reply layout (see

@@ -266,7 +266,12 @@ func newDecider(design string, client *redis.Client, inFlight int) (decider, fun
 				return false, err
 			}
 			return d.Allowed, nil
-		}, func() { store.Close() }, nil
+		}, func() {
+			store.Close()
+			if n := store.Conflicts(); n > 0 {
+				log.Printf("%s: %d batches found a key changed at their write and went to the script", design, n)
+			}
+		}, nil
 	case "zset4", "zset4-pipelined":
 		return zsetDecider(client, design == "zset4-pipelined"), func() {}, nil
 	}
