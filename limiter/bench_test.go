@@ -49,6 +49,7 @@ func BenchmarkMemoryDecideParallel(b *testing.B) {
 	reqs := benchRequests(1 << 16)
 	ctx := context.Background()
 	b.ReportAllocs()
+	b.ResetTimer() // the requests' set-up is not a decision
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
@@ -72,6 +73,7 @@ func BenchmarkRedisDecide(b *testing.B) {
 	ctx := context.Background()
 	var callers atomic.Int64
 	b.ReportAllocs()
+	b.ResetTimer() // nor is starting redis-server
 	b.SetParallelism(16) // 32 callers on 2 cores
 	b.RunParallel(func(pb *testing.PB) {
 		// Callers start apart: from one start, all 32 would send the same
