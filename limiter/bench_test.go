@@ -73,7 +73,7 @@ func BenchmarkRedisDecide(b *testing.B) {
 	ctx := context.Background()
 	var callers atomic.Int64
 	b.ReportAllocs()
-	b.ResetTimer() // nor is starting redis-server
+	b.ResetTimer()       // nor is starting redis-server
 	b.SetParallelism(16) // 32 callers on 2 cores
 	b.RunParallel(func(pb *testing.PB) {
 		// Callers start apart: from one start, all 32 would send the same
