@@ -87,5 +87,5 @@ func BenchmarkRedisDecide(b *testing.B) {
 			i += 13
 		}
 	})
-	b.ReportMetric(float64(s.conflicts.Load())/float64(b.N), "conflicts/op")
+	b.ReportMetric(float64(s.Conflicts())/float64(b.N), "conflicts/op")
 }

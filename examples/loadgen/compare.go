@@ -60,7 +60,6 @@ type comparison struct {
 func newComparison(bin, baseline, spec string) (*comparison, error) {
 	store, redisCPUs, pinnedRedis := strings.Cut(spec, "@")
 	c := &comparison{store: spec}
-	redisAddr, redisAddrA := "", ""
 	switch store {
 	case "none": // B is A again: the spread of the instrument itself
 	case "memory":
@@ -72,7 +71,6 @@ func newComparison(bin, baseline, spec string) (*comparison, error) {
 		if c.redis, err = startRedis(redisCPUs, store == "redis-rt"); err != nil {
 			return nil, err
 		}
-		redisAddr = c.redis.addr
 		if baseline != "" {
 			// Its own Redis, so that neither build counts the other's
 			// sends or conflicts with its writes.
@@ -80,7 +78,6 @@ func newComparison(bin, baseline, spec string) (*comparison, error) {
 				c.stop()
 				return nil, err
 			}
-			redisAddrA = c.redisA.addr
 		}
 		// To Caddy a Redis at real-time priority is a Redis like any other.
 		store = "redis"
@@ -92,21 +89,26 @@ func newComparison(bin, baseline, spec string) (*comparison, error) {
 	if baseline != "" {
 		aBin, aCapped, aRedis = baseline, store != "none", c.redisA
 	}
-	a, err := startSide("A", aBin, aCapped, store, redisAddrA, label, aRedis)
+	a, err := startSide("A", aBin, aCapped, store, aRedis, label)
 	if err != nil {
 		c.stop()
 		return nil, err
 	}
 	c.a = a
-	if c.b, err = startSide("B", bin, store != "none", store, redisAddr, label, c.redis); err != nil {
+	if c.b, err = startSide("B", bin, store != "none", store, c.redis, label); err != nil {
 		c.stop()
 		return nil, err
 	}
 	return c, nil
 }
 
-// startSide starts one side's Caddy; its CPU is Caddy's and its Redis's.
-func startSide(name, bin string, capped bool, store, redisAddr, label string, redis *redisProc) (*side, error) {
+// startSide starts one side's Caddy, on redis when it is not nil; its CPU
+// is Caddy's and its Redis's.
+func startSide(name, bin string, capped bool, store string, redis *redisProc, label string) (*side, error) {
+	redisAddr := ""
+	if redis != nil {
+		redisAddr = redis.addr
+	}
 	p, err := startCaddy(bin, name, capped, store, redisAddr, label)
 	if err != nil {
 		return nil, err

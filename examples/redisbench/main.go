@@ -253,25 +253,26 @@ func newDecider(design string, client *redis.Client, inFlight int) (decider, fun
 		}
 		store := limiter.NewRedis(client, opts)
 		rules := seedRules()
+		closeStore := func() {
+			store.Close()
+			if n := store.Conflicts(); n > 0 {
+				log.Printf("%s: %d batches found a key changed at their write and went to the script", design, n)
+			}
+		}
 		return func(ctx context.Context, s send, now time.Time) (bool, error) {
-				who, what := "u"+strconv.Itoa(int(s.recipient)), contentHash(s.content)
-				req := &limiter.Request{Now: now, Checks: []limiter.Check{
-					{Rule: rules[0], Values: []string{who}, Cost: 1},
-					{Rule: rules[1], Values: []string{who}, Cost: 1},
-					{Rule: rules[2], Values: []string{who, what}, Cost: 1},
-					{Rule: rules[3], Values: []string{who, what}, Cost: 1},
-				}}
-				d, err := store.Decide(ctx, req)
-				if err != nil {
-					return false, err
-				}
-				return d.Allowed, nil
-			}, func() {
-				store.Close()
-				if n := store.Conflicts(); n > 0 {
-					log.Printf("%s: %d batches found a key changed at their write and went to the script", design, n)
-				}
-			}, nil
+			who, what := "u"+strconv.Itoa(int(s.recipient)), contentHash(s.content)
+			req := &limiter.Request{Now: now, Checks: []limiter.Check{
+				{Rule: rules[0], Values: []string{who}, Cost: 1},
+				{Rule: rules[1], Values: []string{who}, Cost: 1},
+				{Rule: rules[2], Values: []string{who, what}, Cost: 1},
+				{Rule: rules[3], Values: []string{who, what}, Cost: 1},
+			}}
+			d, err := store.Decide(ctx, req)
+			if err != nil {
+				return false, err
+			}
+			return d.Allowed, nil
+		}, closeStore, nil
 	case "zset4", "zset4-pipelined":
 		return zsetDecider(client, design == "zset4-pipelined"), func() {}, nil
 	}
