@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 )
@@ -32,8 +31,7 @@ func p99(lat []time.Duration) float64 {
 	if len(lat) == 0 {
 		return 0
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	return float64(lat[len(lat)*99/100]) / float64(time.Millisecond)
+	return float64(quantile(lat, 0.99)) / float64(time.Millisecond)
 }
 
 // slowest is the longest of lat in ms.
@@ -121,7 +119,7 @@ func startSide(name, bin string, capped bool, store string, redis *redisProc, la
 }
 
 func newClient() *http.Client {
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
+	return &http.Client{Timeout: clientTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
 }
 
 func (c *comparison) stop() {
@@ -165,7 +163,7 @@ func diff(b, a float64) float64  { return b - a }
 // rounds of one slice each.
 func (c *comparison) run(bodies *bodySource, conc int, length time.Duration, rounds int, loadShare float64) error {
 	for _, s := range []*side{c.a, c.b} { // connections, code paths, the store
-		if sl := load(s.client, s.caddy.url, bodies, conc, length, 0); sl.failed > 0 {
+		if sl := closedLoop(s.client, s.caddy.url, bodies, conc, length); sl.failed > 0 {
 			return fmt.Errorf("%s: %d requests failed warming up", s.name, sl.failed)
 		}
 	}
@@ -192,7 +190,7 @@ func (c *comparison) throughput(bodies *bodySource, conc int, length time.Durati
 	for r := range rounds {
 		for _, s := range c.order(r) {
 			cpu0, rcpu0 := cpuTime(s.pids), cpuTime(s.pids[1:])
-			sl := load(s.client, s.caddy.url, bodies, conc, length, 0)
+			sl := closedLoop(s.client, s.caddy.url, bodies, conc, length)
 			cpu, rcpu := cpuTime(s.pids)-cpu0, cpuTime(s.pids[1:])-rcpu0
 			if sl.failed > 0 {
 				return fmt.Errorf("%s: %d requests failed at full load", s.name, sl.failed)
@@ -232,14 +230,14 @@ func (c *comparison) latency(bodies *bodySource, conc int, length time.Duration,
 		k := r % 3
 		jobs = append(jobs[k:], jobs[:k]...)
 		for _, j := range jobs {
-			sl := load(j.s.client, j.s.caddy.url, bodies, conc, length, j.rate)
+			sl := openLoop(j.s.caddy.addr, sendPath, bodies, conc, length, j.rate)
 			if sl.failed > 0 {
 				return fmt.Errorf("%s: %d requests failed at %.0f req/s", j.s.name, sl.failed, j.rate)
 			}
 			j.s.denied += sl.denied
 			p := p99(sl.lat)
 			*j.into = append(*j.into, p)
-			tail[j.into] = fmt.Sprintf("p99 %.2f ms, slowest %.2f ms", p, slowest(sl.lat))
+			tail[j.into] = fmt.Sprintf("p99 %.2f ms, slowest %.2f ms (sent late: p99 %.0f µs)", p, slowest(sl.lat), perRequest(sl.lateP99, 1))
 		}
 		log.Printf("%s round %d at %.0f req/s: A %s; B %s; B at %.0f req/s %s", c.store, r+1,
 			c.latencyRate, tail[&c.a.p99s], tail[&c.b.p99s], c.ownRate, tail[&c.b.p99sOwn])

@@ -9,6 +9,9 @@ import (
 // a mock upstream in the same Caddy; B, the same behind frequency_cap with
 // the seed config.
 
+// sendPath is where the load posts its push bodies.
+const sendPath = "/v1/send"
+
 const upstreamSite = `
 :%d {
 	respond "{\"status\":\"queued\"}" 200
@@ -24,7 +27,7 @@ func config(capped bool, store, redisAddr string, port, upstream, admin int) str
 	fmt.Fprintf(&b, "{\n\tadmin %s\n\tdefault_bind 127.0.0.1\n\tauto_https off\n}\n", adminAddr)
 	fmt.Fprintf(&b, ":%d {\n", port)
 	if capped {
-		b.WriteString("\tfrequency_cap /v1/send* {\n\t\tname push\n")
+		fmt.Fprintf(&b, "\tfrequency_cap %s* {\n\t\tname push\n", sendPath)
 		if store == "redis" {
 			fmt.Fprintf(&b, "\t\tredis redis://%s/0\n", redisAddr)
 		}

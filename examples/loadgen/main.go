@@ -7,8 +7,8 @@
 //
 // For each store it measures the maximum throughput (closed loop,
 // -concurrency connections) and the CPU time Caddy (and, for B, Redis)
-// spends a request meanwhile, then the p99 latency (open loop, timed from
-// when each request was due) of both at -latency-load of A's maximum, and
+// spends a request meanwhile, then the p99 latency (open loop, each
+// request sent when due by a pacing thread and timed from then) of both at -latency-load of A's maximum, and
 // of B also at that share of its own maximum. Every figure is a median over
 // the slices, and every comparison the median over rounds of B's slice
 // against A's in the same round: the throughput ratio B/A, the CPU ratio

@@ -29,7 +29,8 @@ var (
 
 type caddyProc struct {
 	cmd   *exec.Cmd
-	url   string
+	url   string // of the push API
+	addr  string // host:port of the push API
 	admin int    // admin port, 0 when the admin endpoint is off
 	label string // the store, for file names
 	dir   string
@@ -47,7 +48,8 @@ func startCaddy(bin, name string, capped bool, store, redisAddr, label string) (
 	if err != nil {
 		return nil, err
 	}
-	p := &caddyProc{url: fmt.Sprintf("http://127.0.0.1:%d/v1/send", port), admin: admin, label: label, dir: dir}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	p := &caddyProc{url: "http://" + addr + sendPath, addr: addr, admin: admin, label: label, dir: dir}
 	file := filepath.Join(dir, "Caddyfile")
 	logName := filepath.Join(dir, "caddy.log")
 	if caddyLog != "" {
