@@ -273,7 +273,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return writeDenial(w, h.StatusCode, req, d)
 		}
 	}
-	if d.ID == "" {
+	if !d.Recorded() {
 		return next.ServeHTTP(w, r)
 	}
 	var body *streamedBody
@@ -287,11 +287,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		err := next.ServeHTTP(w, r)
 		if body.brokeOff.Load() {
-			h.refund(r, d.ID)
+			h.refund(r, d.ID())
 		}
 		return err
 	}
-	return h.serveRefundable(w, r, next, d.ID, body)
+	return h.serveRefundable(w, r, next, d, body)
 }
 
 // streamedBody is a request body passed on unread, so that a body that
@@ -354,10 +354,10 @@ rules:
 	return req, nil
 }
 
-// serveRefundable passes an admitted request on and refunds it, once, when
+// serveRefundable passes an admitted request (d) on and refunds it, once, when
 // its response status matches refund_on, it gets no response, or its
 // streamed body (nil when there is none) broke off.
-func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, id string, body *streamedBody) error {
+func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, d *limiter.Decision, body *streamedBody) error {
 	rec := newStatusRecorder(w)
 	err := next.ServeHTTP(rec, r)
 	status := rec.status
@@ -365,7 +365,7 @@ func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next c
 		status = http.StatusOK
 	}
 	if err != nil || matchesAny(h.refundOn, status) || (body != nil && body.brokeOff.Load()) {
-		h.refund(r, id)
+		h.refund(r, d.ID())
 	}
 	return err
 }

@@ -58,10 +58,18 @@ type Decision struct {
 	RetryAfter time.Duration
 	// Now is the time the decision was made at, by the store's clock.
 	Now time.Time
-	// ID identifies the admission for Refund; empty when nothing was
-	// recorded.
-	ID string
+	// id is what ID returns, as bytes: most admissions are never refunded,
+	// so the string is made only when asked for.
+	id []byte
 }
+
+// ID identifies the admission for Refund; it is empty when nothing was
+// recorded.
+func (d *Decision) ID() string { return string(d.id) }
+
+// Recorded reports whether the decision recorded anything, so that there is
+// an admission to refund (ID is not empty).
+func (d *Decision) Recorded() bool { return len(d.id) > 0 }
 
 // Store decides requests against recorded history. Every method is safe for
 // concurrent use, also from several processes sharing one Redis.

@@ -101,8 +101,8 @@ func TestDifferentialMemoryVsRedis(t *testing.T) {
 				}
 				if dm.Allowed {
 					admitted++
-					if dm.ID != "" {
-						ids = append(ids, dm.ID)
+					if dm.ID() != "" {
+						ids = append(ids, dm.ID())
 					}
 				} else {
 					denied++

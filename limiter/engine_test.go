@@ -231,11 +231,11 @@ func TestRefundOnce(t *testing.T) {
 		v := vals{"recipient": "dan", "content": "x"}
 		first := mustDecide(t, s, req(clock.t, v, rules...))
 		second := mustDecide(t, s, req(clock.t, v, rules...))
-		if !first.Allowed || !second.Allowed || first.ID == "" || first.ID == second.ID {
-			t.Fatalf("two admissions with distinct ids expected: %q %q", first.ID, second.ID)
+		if !first.Allowed || !second.Allowed || first.ID() == "" || first.ID() == second.ID() {
+			t.Fatalf("two admissions with distinct ids expected: %q %q", first.ID(), second.ID())
 		}
 		for i, want := range []bool{true, false} {
-			ok, err := s.Refund(ctx, first.ID)
+			ok, err := s.Refund(ctx, first.ID())
 			if err != nil || ok != want {
 				t.Fatalf("refund %d: %v %v, want %v", i, ok, err, want)
 			}
@@ -263,7 +263,7 @@ func TestRefundOnceBucketed(t *testing.T) {
 		v := vals{"coupon": "c1"}
 		var ids []string
 		for i := 0; i < 3; i++ {
-			ids = append(ids, mustDecide(t, s, req(clock.t, v, rule)).ID)
+			ids = append(ids, mustDecide(t, s, req(clock.t, v, rule)).ID())
 		}
 		for i, want := range []bool{true, false} {
 			if ok, _ := s.Refund(context.Background(), ids[1]); ok != want {

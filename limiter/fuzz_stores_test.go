@@ -242,13 +242,13 @@ func FuzzMemoryVsModel(f *testing.F) {
 					ref.logs[log] = append(ref.logs[log], e)
 					recs = append(recs, refRec{log: log, e: e, ret: retention[refLog(rule, vals{})], gen: resets[log]})
 				}
-				if (d.ID != "") != (len(recs) > 0) {
-					t.Fatalf("op %d: id %q for %d records", n, d.ID, len(recs))
+				if (d.ID() != "") != (len(recs) > 0) {
+					t.Fatalf("op %d: id %q for %d records", n, d.ID(), len(recs))
 				}
 				// Every admission has a time of its own in each log,
 				// even after refunds and resets: an id names one
 				// admission, ever.
-				stored, _ := decodeID(d.ID)
+				stored, _ := decodeID(d.ID())
 				for _, rec := range stored {
 					k := logTime{rec.key + "\x00" + rec.sub, rec.t}
 					if issued[k] {
@@ -256,8 +256,8 @@ func FuzzMemoryVsModel(f *testing.F) {
 					}
 					issued[k] = true
 				}
-				if d.ID != "" {
-					admissions = append(admissions, &admission{id: d.ID, recs: recs})
+				if d.ID() != "" {
+					admissions = append(admissions, &admission{id: d.ID(), recs: recs})
 				}
 			case opRefund:
 				if len(admissions) == 0 {
@@ -362,11 +362,11 @@ func FuzzMemoryVsRedis(f *testing.F) {
 				if errM != nil || errR != nil {
 					t.Fatalf("op %d: memory %v, redis %v", n, errM, errR)
 				}
-				if !sameDecision(dm, dr) || redisID(dm.ID, prefix) != dr.ID {
-					t.Fatalf("op %d at %s for %v differ:\nmemory %s id %q\nredis  %s id %q", n, now, op.v, describe(dm), dm.ID, describe(dr), dr.ID)
+				if !sameDecision(dm, dr) || redisID(dm.ID(), prefix) != dr.ID() {
+					t.Fatalf("op %d at %s for %v differ:\nmemory %s id %q\nredis  %s id %q", n, now, op.v, describe(dm), dm.ID(), describe(dr), dr.ID())
 				}
-				if dm.ID != "" {
-					ids = append(ids, dm.ID)
+				if dm.ID() != "" {
+					ids = append(ids, dm.ID())
 				}
 			case opRefund:
 				if len(ids) == 0 {

@@ -1,9 +1,9 @@
 package limiter
 
 import (
+	"encoding/binary"
 	"errors"
-	"strconv"
-	"strings"
+	"math"
 )
 
 // recorded is what one admission wrote into one sub-log: enough to take it
@@ -14,8 +14,10 @@ type recorded struct {
 }
 
 // encodeID packs the records of an admission into an opaque id: for each,
-// "<len>:<key><len>:<sub><grain>,<t>,<c>;". Length prefixes keep any byte of
-// a key or sub-log id from being read as a separator.
+// the key and the sub-log id, each after its length, then grain, t and c,
+// all as uvarints. It stays in this process (a refund follows its
+// admission), so it is built for speed, not for reading: it is made for
+// every admission.
 func encodeID(recs []recorded) string {
 	var b []byte
 	for _, r := range recs {
@@ -25,18 +27,13 @@ func encodeID(recs []recorded) string {
 }
 
 func appendRecord(dst, key, sub []byte, grain, t, c int64) []byte {
-	dst = strconv.AppendInt(dst, int64(len(key)), 10)
-	dst = append(dst, ':')
+	dst = binary.AppendUvarint(dst, uint64(len(key)))
 	dst = append(dst, key...)
-	dst = strconv.AppendInt(dst, int64(len(sub)), 10)
-	dst = append(dst, ':')
+	dst = binary.AppendUvarint(dst, uint64(len(sub)))
 	dst = append(dst, sub...)
-	dst = strconv.AppendInt(dst, grain, 10)
-	dst = append(dst, ',')
-	dst = strconv.AppendInt(dst, t, 10)
-	dst = append(dst, ',')
-	dst = strconv.AppendInt(dst, c, 10)
-	return append(dst, ';')
+	dst = binary.AppendUvarint(dst, uint64(grain))
+	dst = binary.AppendUvarint(dst, uint64(t))
+	return binary.AppendUvarint(dst, uint64(c))
 }
 
 var errBadID = errors.New("malformed admission id")
@@ -44,47 +41,51 @@ var errBadID = errors.New("malformed admission id")
 // decodeID is the inverse of encodeID; any other string is errBadID.
 func decodeID(id string) ([]recorded, error) {
 	var recs []recorded
-	for len(id) > 0 {
+	d := idDecoder{rest: id}
+	for len(d.rest) > 0 && d.err == nil {
 		var r recorded
-		var err error
-		if r.key, id, err = cutPrefixed(id); err != nil {
-			return nil, err
-		}
-		if r.sub, id, err = cutPrefixed(id); err != nil {
-			return nil, err
-		}
-		end := strings.IndexByte(id, ';')
-		if end < 0 {
-			return nil, errBadID
-		}
-		nums := strings.Split(id[:end], ",")
-		id = id[end+1:]
-		if len(nums) != 3 {
-			return nil, errBadID
-		}
-		var v [3]int64
-		for i, s := range nums {
-			if v[i], err = strconv.ParseInt(s, 10, 64); err != nil || v[i] < 0 {
-				return nil, errBadID
-			}
-		}
-		r.grain, r.t, r.c = v[0], v[1], v[2]
+		r.key = d.field()
+		r.sub = d.field()
+		r.grain, r.t, r.c = d.number(), d.number(), d.number()
 		recs = append(recs, r)
 	}
-	if len(recs) == 0 {
+	if d.err != nil || len(recs) == 0 {
 		return nil, errBadID
 	}
 	return recs, nil
 }
 
-func cutPrefixed(s string) (field, rest string, err error) {
-	colon := strings.IndexByte(s, ':')
-	if colon < 0 {
-		return "", "", errBadID
+// idDecoder reads an id's parts in turn; after the first malformed one,
+// err is set and every read returns zero.
+type idDecoder struct {
+	rest string
+	err  error
+}
+
+func (d *idDecoder) number() int64 {
+	if d.err != nil {
+		return 0
 	}
-	n, err := strconv.Atoi(s[:colon])
-	if err != nil || n < 0 || n > len(s)-colon-1 {
-		return "", "", errBadID
+	// Uvarint reads at most 10 bytes of the string.
+	var head [binary.MaxVarintLen64]byte
+	v, n := binary.Uvarint(head[:copy(head[:], d.rest)])
+	if n <= 0 || v > math.MaxInt64 {
+		d.err = errBadID
+		return 0
 	}
-	return s[colon+1 : colon+1+n], s[colon+1+n:], nil
+	d.rest = d.rest[n:]
+	return int64(v)
+}
+
+func (d *idDecoder) field() string {
+	n := d.number()
+	if d.err == nil && n > int64(len(d.rest)) {
+		d.err = errBadID
+	}
+	if d.err != nil {
+		return ""
+	}
+	f := d.rest[:n]
+	d.rest = d.rest[n:]
+	return f
 }

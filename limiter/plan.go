@@ -3,6 +3,7 @@ package limiter
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,7 +25,6 @@ type plan struct {
 	tx       memTxn    // memory store: the keys decoded for this decision
 	call     call      // Redis store off a cluster: the decision's one call
 	calls    [1]*call
-	id       []byte
 }
 
 // section is one sub-log of one key and the rules that read it. All rules of
@@ -64,7 +64,7 @@ func (p *plan) release() {
 		return // a huge request: let its buffers go
 	}
 	p.buf, p.sections, p.rules, p.raw = p.buf[:0], p.sections[:0], p.rules[:0], p.raw[:0]
-	p.checkSec, p.shards, p.hashes, p.id = p.checkSec[:0], p.shards[:0], p.hashes[:0], p.id[:0]
+	p.checkSec, p.shards, p.hashes = p.checkSec[:0], p.shards[:0], p.hashes[:0]
 	clear(p.memKeys)
 	p.memKeys = p.memKeys[:0]
 	p.tx.reset(nil)
@@ -136,8 +136,24 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 		if c.Cost < 0 {
 			return fmt.Errorf("rule %s: negative cost %d", r.Name, c.Cost)
 		}
+		if j := earlierSameLog(req, i); j >= 0 {
+			// Rules over the same dimensions usually come in pairs (15 a
+			// minute, 50 a day): no need to build the key again to find
+			// that the log is shared.
+			si := p.checkSec[j]
+			if p.sections[si].cost != c.Cost {
+				return fmt.Errorf("rules %s and %s share a log but not a cost", r.Name, req.Checks[j].Rule.Name)
+			}
+			p.checkSec = append(p.checkSec, si)
+			continue
+		}
 		k0 := len(p.buf)
-		p.buf = appendKey(p.buf, prefix, r.By[0], c.Values[0])
+		if j := earlierSameKey(req, i); j >= 0 {
+			s := &p.sections[p.checkSec[j]]
+			p.buf = append(p.buf, p.buf[s.k0:s.k1]...) // escaped already
+		} else {
+			p.buf = appendKey(p.buf, prefix, r.By[0], c.Values[0])
+		}
 		k1 := len(p.buf)
 		p.buf = appendSub(p.buf, r, c.Values)
 		s1 := len(p.buf)
@@ -202,6 +218,34 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 	return nil
 }
 
+// earlierSameLog returns an earlier check of req that reads the same log as check
+// i for certain (the same dimensions in the same order, the same values and
+// the same weight), or -1. Logs shared in other ways (the same dimensions
+// listed in another order) are found by comparing the ids built.
+func earlierSameLog(req *Request, i int) int {
+	c := &req.Checks[i]
+	for j := range i {
+		o := &req.Checks[j]
+		if o.Rule.Weight == c.Rule.Weight && slices.Equal(o.Rule.By, c.Rule.By) && slices.Equal(o.Values, c.Values) {
+			return j
+		}
+	}
+	return -1
+}
+
+// earlierSameKey returns an earlier check of req whose key is check i's (the same
+// first dimension and value), or -1.
+func earlierSameKey(req *Request, i int) int {
+	c := &req.Checks[i]
+	for j := range i {
+		o := &req.Checks[j]
+		if o.Rule.By[0] == c.Rule.By[0] && o.Values[0] == c.Values[0] {
+			return j
+		}
+	}
+	return -1
+}
+
 // maxRecords bounds the records a log can hold: twice the largest limit
 // (a calendar log keeps the last period and this one), or, bucketed, one a
 // bucket over its retention.
@@ -261,7 +305,7 @@ func roundUpToSecond(d time.Duration) int64 {
 
 // finish turns p.raw (per rule, in p.rules order) into a Decision.
 func (p *plan) finish(req *Request, now int64, admitted bool) *Decision {
-	d := newDecision(len(req.Checks))
+	d, idRoom := newDecision(len(req.Checks))
 	d.Allowed, d.Denier, d.Now = admitted, -1, time.UnixMilli(now)
 	for k, pr := range p.rules {
 		r := p.raw[k]
@@ -282,34 +326,39 @@ func (p *plan) finish(req *Request, now int64, admitted bool) *Decision {
 		}
 	}
 	if admitted {
-		p.id = p.appendID(p.id[:0])
-		if len(p.id) > 0 {
-			d.ID = string(p.id)
+		if d.id = p.appendID(idRoom); len(d.id) == 0 {
+			d.id = nil
 		}
 	}
 	return d
 }
 
-// newDecision allocates a Decision and its results together: one allocation
-// for up to eight rules.
-func newDecision(n int) *Decision {
+// idBytes is the room for the admission id allocated with a decision: the
+// seed config's id is about 110 bytes; a longer one is allocated apart.
+const idBytes = 128
+
+// newDecision allocates a Decision, its results and room for its admission
+// id together: one allocation for up to eight rules.
+func newDecision(n int) (*Decision, []byte) {
 	if n <= 4 {
 		box := &struct {
 			d   Decision
 			res [4]Result
+			id  [idBytes]byte
 		}{}
 		box.d.Results = box.res[:n:n]
-		return &box.d
+		return &box.d, box.id[:0]
 	}
 	if n <= 8 {
 		box := &struct {
 			d   Decision
 			res [8]Result
+			id  [idBytes]byte
 		}{}
 		box.d.Results = box.res[:n:n]
-		return &box.d
+		return &box.d, box.id[:0]
 	}
-	return &Decision{Results: make([]Result, n)}
+	return &Decision{Results: make([]Result, n)}, nil
 }
 
 // appendID appends the admission id of what p recorded (see encodeID).

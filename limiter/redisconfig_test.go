@@ -45,7 +45,7 @@ func seedRound(t *testing.T, s Store, who string) {
 			t.Fatalf("decision %d for %s: allowed %v, want %v", i, who, d.Allowed, want)
 		}
 		if i == 0 {
-			id = d.ID
+			id = d.ID()
 		}
 	}
 	if ok, err := s.Refund(ctx, id); err != nil || !ok {

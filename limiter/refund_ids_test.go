@@ -21,13 +21,13 @@ func TestRefundTwiceDoesNotTakeANewerAdmission(t *testing.T) {
 		rule := &Rule{Name: "one", By: []string{"recipient"}, Limit: 1, Window: Window{Duration: time.Minute}}
 		r := req(clock.t, vals{"recipient": "alice"}, rule)
 		a := mustDecide(t, s, r)
-		if ok, _ := s.Refund(ctx, a.ID); !ok {
+		if ok, _ := s.Refund(ctx, a.ID()); !ok {
 			t.Fatal("first refund refused")
 		}
 		if b := mustDecide(t, s, r); !b.Allowed {
 			t.Fatal("quota not given back")
 		}
-		if ok, _ := s.Refund(ctx, a.ID); ok {
+		if ok, _ := s.Refund(ctx, a.ID()); ok {
 			t.Errorf("a second refund of the first admission gave back the second one")
 		}
 		if d := mustDecide(t, s, r); d.Allowed {
@@ -50,7 +50,7 @@ func TestRefundAfterResetDoesNotTakeANewerAdmission(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustDecide(t, s, r)
-		if ok, _ := s.Refund(ctx, a.ID); ok {
+		if ok, _ := s.Refund(ctx, a.ID()); ok {
 			t.Errorf("refunding an admission forgotten by Reset gave back a newer one")
 		}
 	})
@@ -67,12 +67,12 @@ func TestRefundAfterReusedTimeInBucketedLog(t *testing.T) {
 		rule := &Rule{Name: "coupons", By: []string{"campaign"}, Limit: 233300, Window: Window{Unit: Day}}
 		r := req(clock.t, vals{"campaign": "c"}, rule)
 		a := mustDecide(t, s, r)
-		if ok, _ := s.Refund(ctx, a.ID); !ok {
+		if ok, _ := s.Refund(ctx, a.ID()); !ok {
 			t.Fatal("first refund refused")
 		}
 		b := mustDecide(t, s, r)
-		if ok, _ := s.Refund(ctx, b.ID); !ok {
-			t.Errorf("the refund of a fresh admission was refused (ids %q and %q)", a.ID, b.ID)
+		if ok, _ := s.Refund(ctx, b.ID()); !ok {
+			t.Errorf("the refund of a fresh admission was refused (ids %q and %q)", a.ID(), b.ID())
 		}
 	})
 }
@@ -94,15 +94,15 @@ func TestRefundTwiceInEmptiedBucketedLog(t *testing.T) {
 		a := mustDecide(t, s, at(0))
 		b := mustDecide(t, s, at(1))
 		clock.t = t0.Add(2 * time.Millisecond)
-		for _, id := range []string{a.ID, b.ID} {
+		for _, id := range []string{a.ID(), b.ID()} {
 			if ok, _ := s.Refund(ctx, id); !ok {
 				t.Fatalf("first refund of %q refused", id)
 			}
 		}
 		mustDecide(t, s, at(3))
 		clock.t = t0.Add(4 * time.Millisecond)
-		if ok, _ := s.Refund(ctx, a.ID); ok {
-			t.Errorf("a second refund of %q gave back a later admission", a.ID)
+		if ok, _ := s.Refund(ctx, a.ID()); ok {
+			t.Errorf("a second refund of %q gave back a later admission", a.ID())
 		}
 		if d := mustUsage(t, s, at(5)); d.Results[0].Used != 1 {
 			t.Errorf("used %d after one admission left; want 1", d.Results[0].Used)
@@ -127,7 +127,7 @@ func TestRefundAfterResetInBucketedLog(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustDecide(t, s, at(2))
-		if ok, _ := s.Refund(ctx, a.ID); ok {
+		if ok, _ := s.Refund(ctx, a.ID()); ok {
 			t.Errorf("refunding an admission that Reset forgot took a later one")
 		}
 		if d := mustUsage(t, s, at(3)); d.Results[0].Used != 1 {
