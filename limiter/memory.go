@@ -68,7 +68,7 @@ func NewMemory(opts MemoryOptions) *Memory {
 		m.now = time.Now
 	}
 	for i := range m.shards {
-		m.shards[i].index = make(map[uint64]int32)
+		m.shards[i].index = make(map[uint64]uint64)
 	}
 	interval := opts.SweepInterval
 	if interval == 0 {

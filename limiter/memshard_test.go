@@ -13,7 +13,7 @@ import (
 // their bytes; values that outgrow their room move, and the garbage this
 // leaves is compacted away without losing a live value.
 func TestMemShardCollisionsGrowthCompaction(t *testing.T) {
-	sh := &memShard{index: map[uint64]int32{}}
+	sh := &memShard{index: map[uint64]uint64{}}
 	const n = 200
 	val := func(k, round int) []byte { return []byte(fmt.Sprintf("%d:%s", k, string(make([]byte, round*7)))) }
 	key := func(k int) []byte { return []byte("key" + strconv.Itoa(k)) }
@@ -52,7 +52,7 @@ func TestMemShardCollisionsGrowthCompaction(t *testing.T) {
 
 // The sweeper removes expired keys a bounded number of slots at a time.
 func TestMemShardSweep(t *testing.T) {
-	sh := &memShard{index: map[uint64]int32{}}
+	sh := &memShard{index: map[uint64]uint64{}}
 	for k := 0; k < 100; k++ {
 		sh.put(-1, uint64(k), []byte(strconv.Itoa(k)), []byte("v"), int64(1+k%2)) // half expire at 1, half at 2
 	}
