@@ -88,7 +88,7 @@ func admitted(b *testing.B, d *Decision, err error) bool {
 // BenchmarkMemoryDecide is one decision of the seed config (4 rules, 2 logs)
 // in the memory store, over 65,536 recipients: an admission.
 func BenchmarkMemoryDecide(b *testing.B) {
-	m := NewMemory(MemoryOptions{SweepInterval: -1}) // the simulated clock runs ahead of the sweeper's
+	m := NewMemory(MemoryOptions{SweepInterval: -1}) // the sweeper runs on the wall clock, not the simulated one
 	defer m.Close()
 	s := seedStreams(1)[0]
 	ctx := context.Background()

@@ -38,7 +38,8 @@ func appendRecord(dst, key, sub []byte, grain, t, c int64) []byte {
 
 var errBadID = errors.New("malformed admission id")
 
-// decodeID is the inverse of encodeID; any other string is errBadID.
+// decodeID is the inverse of encodeID; a string that is not whole records
+// is errBadID.
 func decodeID(id string) ([]recorded, error) {
 	var recs []recorded
 	d := idDecoder{rest: id}

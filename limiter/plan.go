@@ -142,7 +142,7 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 			// that the log is shared.
 			si := p.checkSec[j]
 			if p.sections[si].cost != c.Cost {
-				return fmt.Errorf("rules %s and %s share a log but not a cost", r.Name, req.Checks[j].Rule.Name)
+				return fmt.Errorf("rules %s and %s share a log but not a cost", r.Name, req.Checks[p.firstCheck(si)].Rule.Name)
 			}
 			p.checkSec = append(p.checkSec, si)
 			continue
