@@ -21,6 +21,15 @@ type side struct {
 	p99s    []float64 // ms, at the comparison's latencyRate
 	p99sOwn []float64 // B's, ms, at ownRate
 	denied  int       // 429s, in all slices
+	alloc   allocated // Caddy's, over the full-load slices
+	served  int       // requests, over the full-load slices
+}
+
+// allocPerRequest is what Caddy allocated a request at full load: bytes,
+// objects, and garbage collections a thousand requests.
+func (s *side) allocPerRequest() (kb, objects, gcs float64) {
+	n := float64(max(s.served, 1))
+	return s.alloc.bytes / n / 1024, s.alloc.objects / n, s.alloc.gcs / n * 1000
 }
 
 // perRequest is d spread over n requests, in µs.
@@ -189,12 +198,21 @@ func (c *comparison) throughput(bodies *bodySource, conc int, length time.Durati
 	}
 	for r := range rounds {
 		for _, s := range c.order(r) {
+			alloc0, err := s.caddy.allocatedSoFar()
+			if err != nil {
+				return err
+			}
 			cpu0, rcpu0 := cpuTime(s.pids), cpuTime(s.pids[1:])
 			sl := closedLoop(s.client, s.caddy.url, bodies, conc, length)
 			cpu, rcpu := cpuTime(s.pids)-cpu0, cpuTime(s.pids[1:])-rcpu0
 			if sl.failed > 0 {
 				return fmt.Errorf("%s: %d requests failed at full load", s.name, sl.failed)
 			}
+			alloc1, err := s.caddy.allocatedSoFar()
+			if err != nil {
+				return err
+			}
+			s.alloc, s.served = s.alloc.plus(alloc1.minus(alloc0)), s.served+len(sl.lat)+sl.denied
 			s.cpus = append(s.cpus, perRequest(cpu, len(sl.lat)))
 			s.rcpus = append(s.rcpus, perRequest(rcpu, len(sl.lat)))
 			s.denied += sl.denied

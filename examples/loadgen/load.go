@@ -38,7 +38,8 @@ type sliceResult struct {
 	lateP99 time.Duration   // open loop: how late the generator sent, 99th percentile
 }
 
-// clientTimeout bounds each request of both loops.
+// clientTimeout bounds each request of the closed loop, and how long the
+// open loop waits for answers after its slice.
 const clientTimeout = 30 * time.Second
 
 // closedLoop sends for d from conc workers, each sending its next request

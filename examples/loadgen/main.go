@@ -6,10 +6,12 @@
 // both alike.
 //
 // For each store it measures the maximum throughput (closed loop,
-// -concurrency connections) and the CPU time Caddy (and, for B, Redis)
-// spends a request meanwhile, then the p99 latency (open loop, each
-// request sent when due by a pacing thread and timed from then) of both at -latency-load of A's maximum, and
-// of B also at that share of its own maximum. Every figure is a median over
+// -concurrency connections), the CPU time Caddy (and, for B, Redis) spends
+// a request meanwhile and what Caddy allocates a request (on one core its
+// tail latency follows its garbage collections), then the p99 latency
+// (open loop, each request sent when due by a pacing thread and timed from
+// then) of both at -latency-load of A's maximum, and of B also at that
+// share of its own maximum. Every figure is a median over
 // the slices, and every comparison the median over rounds of B's slice
 // against A's in the same round: the throughput ratio B/A, the CPU ratio
 // A/B (the ratio the CPU cost alone would give), and the p99 latency B
@@ -57,11 +59,19 @@ func main() {
 	recipients := flag.Int("recipients", 100_000, "distinct recipients in the bodies")
 	flag.StringVar(&caddyPin, "caddy-core", "0", "CPU list to pin Caddy to with taskset; empty: no pinning. Run loadgen itself on another core.")
 	loadShare := flag.Float64("latency-load", 0.5, "share of the maximum throughput to measure latency at")
-	flag.StringVar(&cpuProfile, "cpuprofile", "", "write each Caddy's CPU profile over the maximum-throughput slices to <this>.<store>-<A|B> (the admin endpoint is opened for it)")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write each Caddy's CPU profile over the maximum-throughput slices to <this>.<store>-<A|B>")
 	flag.StringVar(&caddyLog, "caddy-log", "", "keep each Caddy's output in <this>.<store>-<A|B> (e.g. with GODEBUG=gctrace=1)")
 	flag.Parse()
 	if *caddyBin == "" {
 		log.Fatal("-caddy is required: go build -o /tmp/freqcap-caddy ./cmd/caddy")
+	}
+	switch {
+	case *loadShare <= 0 || *loadShare > 1:
+		log.Fatalf("-latency-load %v: a share of the maximum, above 0 and at most 1", *loadShare)
+	case *concurrency < 1:
+		log.Fatalf("-concurrency %d: at least 1", *concurrency)
+	case *rounds < 1 || *slice <= 0:
+		log.Fatalf("-runs %d, -slice %v: at least one round of a slice longer than 0", *rounds, *slice)
 	}
 	bodies := &bodySource{recipients: *recipients}
 	share := fmt.Sprintf("%.0f %%", *loadShare*100)
@@ -69,7 +79,7 @@ func main() {
 	if *baseline != "" {
 		aName, bName = "A: -baseline build", "B: -caddy build"
 	}
-	fmt.Printf("| store | %[2]s req/s | %[3]s req/s | ratio B/A | A: CPU a request | B: CPU a request (Redis's share) | CPU ratio A/B | p99 A at %[1]s of its maximum (median slice) | p99 B at that rate | added p99 | p99 B at %[1]s of its own maximum | added p99 | B's 429s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", share, aName, bName)
+	fmt.Printf("| store | %[2]s req/s | %[3]s req/s | ratio B/A | A: CPU a request | B: CPU a request (Redis's share) | CPU ratio A/B | p99 A at %[1]s of its maximum (median slice) | p99 B at that rate | added p99 | p99 B at %[1]s of its own maximum | added p99 | B's 429s | Caddy allocated a request, A / B | GCs a 1,000 requests, A / B |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", share, aName, bName)
 	for _, spec := range strings.Split(*stores, ",") {
 		c, err := newComparison(*caddyBin, *baseline, spec)
 		if err != nil {
@@ -81,11 +91,14 @@ func main() {
 			log.Fatalf("%s: %v", spec, err)
 		}
 		a, b := c.a, c.b
-		fmt.Printf("| %s | %.0f | %.0f | %.3f | %.0f µs | %.0f µs (%.0f µs) | %.3f | %.2f ms (%.0f req/s) | %.2f ms | %.2f ms | %.2f ms (%.0f req/s) | %.2f ms | %d |\n",
+		akb, aobj, agc := a.allocPerRequest()
+		bkb, bobj, bgc := b.allocPerRequest()
+		fmt.Printf("| %s | %.0f | %.0f | %.3f | %.0f µs | %.0f µs (%.0f µs) | %.3f | %.2f ms (%.0f req/s) | %.2f ms | %.2f ms | %.2f ms (%.0f req/s) | %.2f ms | %d | %.1f / %.1f KB (%.0f / %.0f objects) | %.1f / %.1f |\n",
 			spec, median(a.rates), median(b.rates), paired(b.rates, a.rates, ratio),
 			median(a.cpus), median(b.cpus), median(b.rcpus), paired(a.cpus, b.cpus, ratio),
 			median(a.p99s), c.latencyRate, median(b.p99s), paired(b.p99s, a.p99s, diff),
-			median(b.p99sOwn), c.ownRate, paired(b.p99sOwn, a.p99s, diff), b.denied)
+			median(b.p99sOwn), c.ownRate, paired(b.p99sOwn, a.p99s, diff), b.denied,
+			akb, bkb, aobj, bobj, agc, bgc)
 	}
 }
 

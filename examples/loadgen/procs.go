@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -31,7 +32,7 @@ type caddyProc struct {
 	cmd   *exec.Cmd
 	url   string // of the push API
 	addr  string // host:port of the push API
-	admin int    // admin port, 0 when the admin endpoint is off
+	admin int    // admin port: CPU profiles and allocation counters
 	label string // the store, for file names
 	dir   string
 	out   *os.File
@@ -40,10 +41,7 @@ type caddyProc struct {
 // startCaddy starts the Caddy of one side (name A or B) of a comparison.
 func startCaddy(bin, name string, capped bool, store, redisAddr, label string) (*caddyProc, error) {
 	ports := freePorts(3)
-	port, upstream, admin := ports[0], ports[1], 0
-	if cpuProfile != "" {
-		admin = ports[2]
-	}
+	port, upstream, admin := ports[0], ports[1], ports[2]
 	dir, err := os.MkdirTemp("", "loadgen")
 	if err != nil {
 		return nil, err
@@ -105,6 +103,41 @@ func (p *caddyProc) profile(d time.Duration, file string) error {
 	defer f.Close()
 	_, err = io.Copy(f, resp.Body)
 	return err
+}
+
+// allocated is what a Caddy's Go runtime has allocated since it started.
+type allocated struct {
+	bytes, objects, gcs float64
+}
+
+func (a allocated) minus(b allocated) allocated {
+	return allocated{a.bytes - b.bytes, a.objects - b.objects, a.gcs - b.gcs}
+}
+
+func (a allocated) plus(b allocated) allocated {
+	return allocated{a.bytes + b.bytes, a.objects + b.objects, a.gcs + b.gcs}
+}
+
+// allocatedSoFar reads Caddy's allocation counters (runtime.MemStats, from
+// the admin endpoint's /debug/vars). On one core, a Caddy's tail latency
+// follows its garbage collections, and they follow what it allocates.
+func (p *caddyProc) allocatedSoFar() (allocated, error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/vars", p.admin))
+	if err != nil {
+		return allocated{}, err
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Memstats struct {
+			TotalAlloc, Mallocs uint64
+			NumGC               uint32
+		} `json:"memstats"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return allocated{}, fmt.Errorf("reading %s's allocation counters: %w", p.label, err)
+	}
+	m := v.Memstats
+	return allocated{float64(m.TotalAlloc), float64(m.Mallocs), float64(m.NumGC)}, nil
 }
 
 type redisProc struct {

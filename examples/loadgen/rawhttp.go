@@ -21,28 +21,40 @@ import (
 // before has been read.
 type rawConn struct {
 	addr, path string
-	deadline   time.Time // for every read and write: the client's timeout
-	c          net.Conn  // nil until dialled, and after a failure
-	r          *bufio.Reader
-	req        []byte
-	close      bool // the last answer said Connection: close
+	// deadline bounds every dial, read and write: no answer arrives
+	// later than this.
+	deadline time.Time
+	c        net.Conn // nil until dialled, and after a failure
+	r        *bufio.Reader
+	req      []byte
+	close    bool // the last answer said Connection: close
+}
+
+// dial connects, unless connected already.
+func (rc *rawConn) dial() error {
+	if rc.c != nil {
+		return nil
+	}
+	d := net.Dialer{Timeout: 5 * time.Second, Deadline: rc.deadline}
+	c, err := d.Dial("tcp", rc.addr)
+	if err != nil {
+		return err
+	}
+	c.SetDeadline(rc.deadline)
+	rc.c = c
+	if rc.r == nil {
+		rc.r = bufio.NewReaderSize(c, 4096)
+	} else {
+		rc.r.Reset(c)
+	}
+	return nil
 }
 
 // send writes a POST of body, dialling first when the connection is new,
 // failed or closed by the server.
 func (rc *rawConn) send(body []byte) error {
-	if rc.c == nil {
-		c, err := net.Dial("tcp", rc.addr)
-		if err != nil {
-			return err
-		}
-		c.SetDeadline(rc.deadline)
-		rc.c = c
-		if rc.r == nil {
-			rc.r = bufio.NewReaderSize(c, 4096)
-		} else {
-			rc.r.Reset(c)
-		}
+	if err := rc.dial(); err != nil {
+		return err
 	}
 	rc.req = append(rc.req[:0], "POST "...)
 	rc.req = append(rc.req, rc.path...)
@@ -77,16 +89,28 @@ func (rc *rawConn) drop() {
 	}
 }
 
+// readAnswer reads the final answer to a POST: interim (1xx) answers are
+// skipped. A body that ends only when the connection closes is refused:
+// Caddy never sends one to a keep-alive HTTP/1.1 request.
 func (rc *rawConn) readAnswer() (int, error) {
+	for {
+		status, err := rc.readOne()
+		if err != nil || status >= 200 {
+			return status, err
+		}
+	}
+}
+
+func (rc *rawConn) readOne() (int, error) {
 	line, err := rc.r.ReadSlice('\n')
 	if err != nil {
 		return 0, err
 	}
-	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) {
-		return 0, fmt.Errorf("not an HTTP/1 status line: %q", line)
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.1 ")) {
+		return 0, fmt.Errorf("not an HTTP/1.1 status line: %q", line)
 	}
 	status, err := strconv.Atoi(string(line[9:12]))
-	if err != nil {
+	if err != nil || status < 100 {
 		return 0, fmt.Errorf("bad status in %q", line)
 	}
 	length, chunked := -1, false
@@ -108,19 +132,23 @@ func (rc *rawConn) readAnswer() (int, error) {
 				return 0, fmt.Errorf("bad Content-Length %q", value)
 			}
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
-			chunked = bytes.EqualFold(value, []byte("chunked"))
+			// chunked, if used, is the last coding applied
+			codings := bytes.Split(value, []byte(","))
+			chunked = bytes.EqualFold(bytes.TrimSpace(codings[len(codings)-1]), []byte("chunked"))
 		case bytes.EqualFold(name, []byte("Connection")):
-			rc.close = bytes.EqualFold(value, []byte("close"))
+			for _, opt := range bytes.Split(value, []byte(",")) {
+				rc.close = rc.close || bytes.EqualFold(bytes.TrimSpace(opt), []byte("close"))
+			}
 		}
 	}
 	switch {
+	case status/100 == 1 || status == 204 || status == 304:
+		return status, nil // no body, whatever the headers say
 	case chunked:
 		return status, rc.discardChunks()
 	case length >= 0:
 		_, err = rc.r.Discard(length)
 		return status, err
-	case status == 204 || status == 304 || status/100 == 1:
-		return status, nil
 	}
 	return 0, errors.New("an answer with neither Content-Length nor chunks")
 }
