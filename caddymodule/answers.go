@@ -117,23 +117,36 @@ func setQuotaHeaders(h http.Header, d *limiter.Decision) {
 	if len(d.Results) == 0 {
 		return
 	}
-	// This runs on every request: append into one buffer rather than
-	// format, and use the canonical header keys so Set need not fix them.
-	buf := make([]byte, 0, 64*len(d.Results))
+	// This runs on every request: append all five values into one buffer
+	// rather than format, make one string and one backing array of them,
+	// and use the canonical header keys so Set need not fix them.
+	var stack [512]byte
+	buf := stack[:0]
+	var end [5]int
 	for i, res := range d.Results {
 		buf = appendItem(buf, i, res.Rule.Name, ";q=", res.Limit, ";w=", res.Rule.Window.Seconds())
 	}
-	policy := len(buf)
+	end[0] = len(buf)
 	for i, res := range d.Results {
 		buf = appendItem(buf, i, res.Rule.Name, ";r=", res.Remaining, ";t=", ceilSeconds(res.Reset))
 	}
-	both := string(buf)
-	h["Ratelimit-Policy"] = []string{both[:policy]}
-	h["Ratelimit"] = []string{both[policy:]}
+	end[1] = len(buf)
 	t := d.Results[tightest(d)]
-	h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(t.Limit, 10)}
-	h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(t.Remaining, 10)}
-	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(ceilSeconds(t.Reset), 10)}
+	for i, v := range [3]int64{t.Limit, t.Remaining, ceilSeconds(t.Reset)} {
+		buf = strconv.AppendInt(buf, v, 10)
+		end[2+i] = len(buf)
+	}
+	all := string(buf)
+	var vals [5]string
+	for i, start := range [5]int{0, end[0], end[1], end[2], end[3]} {
+		vals[i] = all[start:end[i]]
+	}
+	values := vals[:] // one array for the five headers' slices
+	h["Ratelimit-Policy"] = values[0:1:1]
+	h["Ratelimit"] = values[1:2:2]
+	h["X-Ratelimit-Limit"] = values[2:3:3]
+	h["X-Ratelimit-Remaining"] = values[3:4:4]
+	h["X-Ratelimit-Reset"] = values[4:5:5]
 }
 
 // appendItem appends the i-th member of a structured-field list: the rule

@@ -66,7 +66,7 @@ func readBody(r *http.Request, needs int, maxBody int64) (*body, *failure) {
 	var raw []byte
 	if r.Body != nil && r.Body != http.NoBody {
 		var err error
-		raw, err = io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		raw, err = readAtMost(r, maxBody)
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
@@ -96,6 +96,32 @@ func readBody(r *http.Request, needs int, maxBody int64) (*body, *failure) {
 		b.form = f
 	}
 	return b, nil
+}
+
+// readAtMost reads the body, and one byte more than maxBody if it is
+// longer. It is io.ReadAll with a first buffer the size of the declared
+// length (and one byte to see the end in): io.ReadAll starts at 512 bytes,
+// several times a push body.
+func readAtMost(r *http.Request, maxBody int64) ([]byte, error) {
+	body := io.LimitReader(r.Body, maxBody+1)
+	size := int64(512)
+	if n := r.ContentLength; n >= 0 && n <= maxBody {
+		size = n + 1
+	}
+	b := make([]byte, 0, size)
+	for {
+		n, err := body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // more than declared: grow
+		}
+	}
 }
 
 // replayBody serves the bytes already read and closes the original body.
