@@ -12,12 +12,12 @@ import (
 	"time"
 )
 
-// answers is a server with the answers the open loop must read whole: with
-// a length, chunked, closing the connection, and a 429. It counts the
-// connections it accepted.
-func answers(t *testing.T) (srv *httptest.Server, conns *atomic.Int64) {
+// answers starts a server with the answers the open loop must read whole:
+// with a length, chunked, closing the connection, and a 429. It returns
+// the server's address and the count of connections it accepted.
+func answers(t *testing.T) (addr string, conns *atomic.Int64) {
 	conns = new(atomic.Int64)
-	srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil || !strings.HasPrefix(string(body), `{"to":`) {
 			http.Error(w, "bad body", http.StatusBadRequest)
@@ -49,15 +49,14 @@ func answers(t *testing.T) (srv *httptest.Server, conns *atomic.Int64) {
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return srv, conns
+	return strings.TrimPrefix(srv.URL, "http://"), conns
 }
 
 // TestRawConnReadsEveryAnswerWhole proves that one connection carries
 // request after request whatever framing the answers use, and dials again
 // only after an answer that closes it.
 func TestRawConnReadsEveryAnswerWhole(t *testing.T) {
-	srv, conns := answers(t)
-	addr := strings.TrimPrefix(srv.URL, "http://")
+	addr, conns := answers(t)
 	bodies := &bodySource{recipients: 10}
 	for _, c := range []struct {
 		path   string
@@ -141,8 +140,7 @@ func TestRawConnReadsTheFinalAnswer(t *testing.T) {
 // TestOpenLoopAnswersEveryRequestSent proves that every request the open
 // loop sends is counted once: answered, denied or failed.
 func TestOpenLoopAnswersEveryRequestSent(t *testing.T) {
-	srv, _ := answers(t)
-	addr := strings.TrimPrefix(srv.URL, "http://")
+	addr, _ := answers(t)
 	bodies := &bodySource{recipients: 10}
 	for _, c := range []struct {
 		path           string
