@@ -70,6 +70,7 @@ func newComparison(bin, baseline, spec string) (*comparison, error) {
 	switch store {
 	case "none": // B is A again: the spread of the instrument itself
 	case "memory":
+	case "skip": // B reads the body and decides nothing: the handler without a store
 	case "redis", "redis-rt":
 		if !pinnedRedis {
 			redisCPUs = ""
@@ -89,7 +90,7 @@ func newComparison(bin, baseline, spec string) (*comparison, error) {
 		// To Caddy a Redis at real-time priority is a Redis like any other.
 		store = "redis"
 	default:
-		return nil, fmt.Errorf("unknown store %q: none, memory, redis[@<cpus>] or redis-rt[@<cpus>]", spec)
+		return nil, fmt.Errorf("unknown store %q: none, skip, memory, redis[@<cpus>] or redis-rt[@<cpus>]", spec)
 	}
 	label := strings.ReplaceAll(spec, "@", "-")
 	aBin, aCapped, aRedis := bin, false, (*redisProc)(nil)

@@ -28,11 +28,18 @@ func config(capped bool, store, redisAddr string, port, upstream, admin int) str
 	fmt.Fprintf(&b, ":%d {\n", port)
 	if capped {
 		fmt.Fprintf(&b, "\tfrequency_cap %s* {\n\t\tname push\n", sendPath)
-		if store == "redis" {
+		recipient := "{json.to}"
+		switch store {
+		case "redis":
 			fmt.Fprintf(&b, "\t\tredis redis://%s/0\n", redisAddr)
+		case "skip":
+			// A field no body has: every rule is skipped, and B reads and
+			// checks the body but decides nothing.
+			recipient = "{json.no_such_field}"
+			b.WriteString("\t\ton_missing skip\n")
 		}
-		b.WriteString(`		dimension recipient {json.to}
-		dimension content {json.content}
+		fmt.Fprintf(&b, "\t\tdimension recipient %s\n", recipient)
+		b.WriteString(`		dimension content {json.content}
 		rule recipient_minute {
 			by recipient
 			limit 15

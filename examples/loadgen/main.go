@@ -26,7 +26,9 @@
 // gains or costs, measured side by side.
 //
 // A store is none (B is A again: the spread of the instrument itself),
-// memory, redis (unpinned) or redis@<cpu list>: the CPUs redis-server is
+// skip (B reads and checks each body, but a dimension no body has skips
+// every rule: what the handler costs without a decision), memory, redis
+// (unpinned) or redis@<cpu list>: the CPUs redis-server is
 // pinned to. redis@0 shares Caddy's core, so B pays for Redis's work too,
 // and each round trip waits until the scheduler lets Redis run; redis-rt@0
 // is the same with Redis at real-time priority (chrt -f), so that it runs
@@ -52,7 +54,7 @@ import (
 func main() {
 	caddyBin := flag.String("caddy", "", "Caddy binary built with this module (go build -o /tmp/freqcap-caddy ./cmd/caddy)")
 	baseline := flag.String("baseline", "", "another build of Caddy with this module: A runs it with the same cap as B, on a store of its own, instead of reverse_proxy alone")
-	stores := flag.String("stores", "none,memory,redis@0,redis@1", "what B is: none (A again: the spread of the instrument itself), memory, redis@<cpu list to pin redis-server to> (redis alone: no pinning), or redis-rt@<cpu list>: the same at real-time priority")
+	stores := flag.String("stores", "none,memory,redis@0,redis@1", "what B is: none (A again: the spread of the instrument itself), skip (frequency_cap reading and checking the body, with every rule skipped: the handler without a decision), memory, redis@<cpu list to pin redis-server to> (redis alone: no pinning), or redis-rt@<cpu list>: the same at real-time priority")
 	rounds := flag.Int("runs", 12, "rounds per store; a round is one slice of A and one of B, in alternating order")
 	slice := flag.Duration("slice", time.Second, "length of one slice")
 	concurrency := flag.Int("concurrency", 64, "connections for the maximum-throughput slices")
