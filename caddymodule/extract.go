@@ -98,15 +98,20 @@ func readBody(r *http.Request, needs int, maxBody int64) (*body, *failure) {
 	return b, nil
 }
 
+// firstRead is the most readAtMost allocates before the bytes arrive.
+const firstRead = 16 << 10
+
 // readAtMost reads the body, and one byte more than maxBody if it is
 // longer. It is io.ReadAll with a first buffer the size of the declared
-// length (and one byte to see the end in): io.ReadAll starts at 512 bytes,
-// several times a push body.
+// length (and one byte to see the end in), up to firstRead: io.ReadAll
+// starts at 512 bytes, several times a push body. The cap keeps a sender
+// from making the gateway hold max_body bytes for a body it declares and
+// never sends.
 func readAtMost(r *http.Request, maxBody int64) ([]byte, error) {
 	body := io.LimitReader(r.Body, maxBody+1)
 	size := int64(512)
 	if n := r.ContentLength; n >= 0 && n <= maxBody {
-		size = n + 1
+		size = min(n+1, firstRead)
 	}
 	b := make([]byte, 0, size)
 	for {
