@@ -213,7 +213,7 @@ func (c *comparison) throughput(bodies *bodySource, conc int, length time.Durati
 			if err != nil {
 				return err
 			}
-			s.alloc, s.served = s.alloc.plus(alloc1.minus(alloc0)), s.served+len(sl.lat)+sl.denied
+			s.alloc, s.served = s.alloc.plus(alloc1.minus(alloc0)), s.served+len(sl.lat) // lat holds the 429s too
 			s.cpus = append(s.cpus, perRequest(cpu, len(sl.lat)))
 			s.rcpus = append(s.rcpus, perRequest(rcpu, len(sl.lat)))
 			s.denied += sl.denied
@@ -249,6 +249,9 @@ func (c *comparison) latency(bodies *bodySource, conc int, length time.Duration,
 		k := r % 3
 		jobs = append(jobs[k:], jobs[:k]...)
 		for _, j := range jobs {
+			if !(j.rate > 0) {
+				return fmt.Errorf("%s: no rate to measure latency at (its maximum was 0 req/s)", j.s.name)
+			}
 			sl := openLoop(j.s.caddy.addr, sendPath, bodies, conc, length, j.rate)
 			if sl.failed > 0 {
 				return fmt.Errorf("%s: %d requests failed at %.0f req/s", j.s.name, sl.failed, j.rate)

@@ -68,10 +68,12 @@ func main() {
 		log.Fatal("-caddy is required: go build -o /tmp/freqcap-caddy ./cmd/caddy")
 	}
 	switch {
-	case *loadShare <= 0 || *loadShare > 1:
+	case !(*loadShare > 0 && *loadShare <= 1): // NaN too
 		log.Fatalf("-latency-load %v: a share of the maximum, above 0 and at most 1", *loadShare)
 	case *concurrency < 1:
 		log.Fatalf("-concurrency %d: at least 1", *concurrency)
+	case *recipients < 1:
+		log.Fatalf("-recipients %d: at least 1", *recipients)
 	case *rounds < 1 || *slice <= 0:
 		log.Fatalf("-runs %d, -slice %v: at least one round of a slice longer than 0", *rounds, *slice)
 	}
