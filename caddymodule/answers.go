@@ -138,8 +138,9 @@ func setQuotaHeaders(h http.Header, d *limiter.Decision) {
 	}
 	all := string(buf)
 	var vals [5]string
-	for i, start := range [5]int{0, end[0], end[1], end[2], end[3]} {
-		vals[i] = all[start:end[i]]
+	start := 0
+	for i, e := range end {
+		vals[i], start = all[start:e], e
 	}
 	values := vals[:] // one array for the five headers' slices
 	h["Ratelimit-Policy"] = values[0:1:1]

@@ -90,12 +90,17 @@ func admitted(b *testing.B, d *Decision, err error) bool {
 func BenchmarkMemoryDecide(b *testing.B) {
 	m := NewMemory(MemoryOptions{SweepInterval: -1}) // the sweeper runs on the wall clock, not the simulated one
 	defer m.Close()
-	s := seedStreams(1)[0]
+	decideInTurn(b, m)
+}
+
+// decideInTurn times s deciding one stream's admissions, one at a time.
+func decideInTurn(b *testing.B, s Store) {
+	st := seedStreams(1)[0]
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if d, err := m.Decide(ctx, s.next()); !admitted(b, d, err) {
+		if d, err := s.Decide(ctx, st.next()); !admitted(b, d, err) {
 			return
 		}
 	}
@@ -183,13 +188,5 @@ func BenchmarkRedisDecideOneCaller(b *testing.B) {
 	c := redistest.Client(b)
 	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
 	defer s.Close()
-	st := seedStreams(1)[0]
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if d, err := s.Decide(ctx, st.next()); !admitted(b, d, err) {
-			return
-		}
-	}
+	decideInTurn(b, s)
 }

@@ -58,6 +58,9 @@ func (sh *memShard) value(i int32) []byte {
 // link out of it.
 func head(i int32, off uint32) uint64 { return uint64(off)<<32 | uint64(uint32(i)) }
 
+// firstSlot is the slot of an index entry.
+func firstSlot(e uint64) int32 { return int32(uint32(e)) }
+
 // setHead points the index entry of hash at slot i.
 func (sh *memShard) setHead(hash uint64, i int32) { sh.index[hash] = head(i, sh.slots[i].off) }
 
@@ -67,7 +70,7 @@ func (sh *memShard) find(hash uint64, key []byte) int32 {
 	if !ok {
 		return -1
 	}
-	i, off := int32(uint32(e)), uint32(e>>32)
+	i, off := firstSlot(e), uint32(e>>32)
 	if end := int(off) + len(key); end <= len(sh.arena) && bytes.Equal(sh.arena[off:end], key) && int(sh.slots[i].keyLen) == len(key) {
 		return i
 	}
@@ -82,7 +85,7 @@ func (sh *memShard) find(hash uint64, key []byte) int32 {
 // remove forgets slot i.
 func (sh *memShard) remove(i int32) {
 	s := &sh.slots[i]
-	if first := int32(uint32(sh.index[s.hash])); first == i {
+	if first := firstSlot(sh.index[s.hash]); first == i {
 		if s.next >= 0 {
 			sh.setHead(s.hash, s.next)
 		} else {
@@ -124,7 +127,7 @@ func (sh *memShard) put(i int32, hash uint64, key, val []byte, expireAt int64) i
 		}
 		next := int32(-1)
 		if e, ok := sh.index[hash]; ok {
-			next = int32(uint32(e))
+			next = firstSlot(e)
 		}
 		sh.slots[i] = memSlot{hash: hash, expireAt: expireAt, next: next}
 		sh.live++
@@ -136,7 +139,7 @@ func (sh *memShard) put(i int32, hash uint64, key, val []byte, expireAt int64) i
 	sh.arena = append(sh.arena, key...)
 	sh.arena = append(sh.arena, val...)
 	sh.arena = append(sh.arena, make([]byte, int(s.valCap)-len(val))...)
-	if added || int32(uint32(sh.index[hash])) == i {
+	if added || firstSlot(sh.index[hash]) == i {
 		// A new key goes first in its hash's chain; a first key moved.
 		sh.setHead(hash, i)
 	}
@@ -157,7 +160,7 @@ func (sh *memShard) compact() {
 		off := uint32(len(arena))
 		arena = append(arena, sh.arena[s.off:s.off+s.keyLen+s.valCap]...)
 		s.off = off
-		if int32(uint32(sh.index[s.hash])) == int32(i) {
+		if firstSlot(sh.index[s.hash]) == int32(i) {
 			sh.setHead(s.hash, int32(i))
 		}
 	}

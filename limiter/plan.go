@@ -218,10 +218,10 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 	return nil
 }
 
-// earlierSameLog returns an earlier check of req that reads the same log as check
-// i for certain (the same dimensions in the same order, the same values and
-// the same weight), or -1. Logs shared in other ways (the same dimensions
-// listed in another order) are found by comparing the ids built.
+// earlierSameLog returns an earlier check of req that reads the same log as
+// check i for certain (the same dimensions in the same order, the same
+// values and the same weight), or -1. Logs shared in other ways (the same
+// dimensions listed in another order) are found by comparing the ids built.
 func earlierSameLog(req *Request, i int) int {
 	c := &req.Checks[i]
 	for j := range i {
@@ -233,8 +233,8 @@ func earlierSameLog(req *Request, i int) int {
 	return -1
 }
 
-// earlierSameKey returns an earlier check of req whose key is check i's (the same
-// first dimension and value), or -1.
+// earlierSameKey returns an earlier check of req whose key is check i's (the
+// same first dimension and value), or -1.
 func earlierSameKey(req *Request, i int) int {
 	c := &req.Checks[i]
 	for j := range i {
@@ -326,9 +326,7 @@ func (p *plan) finish(req *Request, now int64, admitted bool) *Decision {
 		}
 	}
 	if admitted {
-		if d.id = p.appendID(idRoom); len(d.id) == 0 {
-			d.id = nil
-		}
+		d.id = p.appendID(idRoom)
 	}
 	return d
 }

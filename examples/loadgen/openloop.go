@@ -74,16 +74,15 @@ func openLoop(addr, path string, bodies *bodySource, conns int, d time.Duration,
 			for due := range rd.due {
 				status, err := rd.rc.receive()
 				el := time.Since(due)
+				idle <- rd // the answer is read: the connection is free
 				switch {
 				case err != nil || (status/100 != 2 && status != http.StatusTooManyRequests):
 					failed++
+					continue
 				case status == http.StatusTooManyRequests:
 					denied++
-					lat = append(lat, el)
-				default:
-					lat = append(lat, el)
 				}
-				idle <- rd
+				lat = append(lat, el)
 			}
 			record(lat, denied, failed)
 		})
