@@ -155,14 +155,14 @@ func (c *comparison) order(r int) []*side {
 }
 
 // paired is the median over rounds of f of B's and A's values in the same
-// round: what the round-to-round changes of the machine's speed cancel out
-// of.
-func paired(b, a []float64, f func(b, a float64) float64) float64 {
+// round, with its 95 % confidence interval: what the round-to-round changes
+// of the machine's speed cancel out of.
+func paired(b, a []float64, f func(b, a float64) float64) estimate {
 	var v []float64
 	for i := range min(len(a), len(b)) {
 		v = append(v, f(b[i], a[i]))
 	}
-	return median(v)
+	return medianCI(v)
 }
 
 func ratio(b, a float64) float64 { return b / a }
@@ -170,8 +170,8 @@ func diff(b, a float64) float64  { return b - a }
 
 // run warms both up, then measures the maximum throughput, and the latency
 // of both at loadShare of A's maximum and of B at loadShare of its own, in
-// rounds of one slice each.
-func (c *comparison) run(bodies *bodySource, conc int, length time.Duration, rounds int, loadShare float64) error {
+// rounds of one slice each (throughput in rounds, latency in latencyRounds).
+func (c *comparison) run(bodies *bodySource, conc int, length time.Duration, rounds, latencyRounds int, loadShare float64) error {
 	for _, s := range []*side{c.a, c.b} { // connections, code paths, the store
 		if sl := closedLoop(s.client, s.caddy.url, bodies, conc, length); sl.failed > 0 {
 			return fmt.Errorf("%s: %d requests failed warming up", s.name, sl.failed)
@@ -182,7 +182,7 @@ func (c *comparison) run(bodies *bodySource, conc int, length time.Duration, rou
 	}
 	c.latencyRate = loadShare * median(c.a.rates)
 	c.ownRate = loadShare * median(c.b.rates)
-	return c.latency(bodies, conc, length, rounds)
+	return c.latency(bodies, conc, length, latencyRounds)
 }
 
 // throughput loads each side closed loop, with the CPU profiles taken

@@ -18,7 +18,11 @@
 // adds, at the same offered load (where B's core is the busier by what the
 // cap costs) and at the same share of each one's maximum (where both are
 // equally busy). A slice whose machine stalled moves a median by one place,
-// where it would move a pooled p99 by tens of milliseconds.
+// where it would move a pooled p99 by tens of milliseconds. Each paired
+// median comes with a 95 % confidence interval that assumes nothing of the
+// spread (order statistics, from 6 rounds on): the p99 of a one-second
+// slice spreads by milliseconds here, so -latency-runs sets more latency
+// rounds than throughput ones.
 //
 // With -baseline <another Caddy binary>, A is that build with the same
 // frequency_cap on a store of its own, alike (for Redis: its own
@@ -46,7 +50,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"sort"
 	"strings"
 	"time"
 )
@@ -56,6 +59,7 @@ func main() {
 	baseline := flag.String("baseline", "", "another build of Caddy with this module: A runs it with the same cap as B, on a store of its own, instead of reverse_proxy alone")
 	stores := flag.String("stores", "none,memory,redis@0,redis@1", "what B is: none (A again: the spread of the instrument itself), skip (frequency_cap reading and checking the body, with every rule skipped: the handler without a decision), memory, redis@<cpu list to pin redis-server to> (redis alone: no pinning), or redis-rt@<cpu list>: the same at real-time priority")
 	rounds := flag.Int("runs", 12, "rounds per store; a round is one slice of A and one of B, in alternating order")
+	latencyRounds := flag.Int("latency-runs", 0, "rounds of the latency slices; 0: as many as -runs. A p99 over a one-second slice of a shared machine spreads by milliseconds: resolving a fraction of one takes tens of rounds")
 	slice := flag.Duration("slice", time.Second, "length of one slice")
 	concurrency := flag.Int("concurrency", 64, "connections for the maximum-throughput slices")
 	recipients := flag.Int("recipients", 100_000, "distinct recipients in the bodies")
@@ -74,8 +78,11 @@ func main() {
 		log.Fatalf("-concurrency %d: at least 1", *concurrency)
 	case *recipients < 1:
 		log.Fatalf("-recipients %d: at least 1", *recipients)
-	case *rounds < 1 || *slice <= 0:
-		log.Fatalf("-runs %d, -slice %v: at least one round of a slice longer than 0", *rounds, *slice)
+	case *rounds < 1 || *latencyRounds < 0 || *slice <= 0:
+		log.Fatalf("-runs %d, -latency-runs %d, -slice %v: at least one round of a slice longer than 0", *rounds, *latencyRounds, *slice)
+	}
+	if *latencyRounds == 0 {
+		*latencyRounds = *rounds
 	}
 	bodies := &bodySource{recipients: *recipients}
 	share := fmt.Sprintf("%.0f %%", *loadShare*100)
@@ -83,13 +90,13 @@ func main() {
 	if *baseline != "" {
 		aName, bName = "A: -baseline build", "B: -caddy build"
 	}
-	fmt.Printf("| store | %[2]s req/s | %[3]s req/s | ratio B/A | A: CPU a request | B: CPU a request (Redis's share) | CPU ratio A/B | p99 A at %[1]s of its maximum (median slice) | p99 B at that rate | added p99 | p99 B at %[1]s of its own maximum | added p99 | B's 429s | Caddy allocated a request, A / B | GCs a 1,000 requests, A / B |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", share, aName, bName)
+	fmt.Printf("| store | %[2]s req/s | %[3]s req/s | ratio B/A (95 %% interval) | A: CPU a request | B: CPU a request (Redis's share) | CPU ratio A/B (95 %% interval) | p99 A at %[1]s of its maximum (median slice) | p99 B at that rate | added p99 (95 %% interval) | p99 B at %[1]s of its own maximum | added p99 (95 %% interval) | B's 429s | Caddy allocated a request, A / B | GCs a 1,000 requests, A / B |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", share, aName, bName)
 	for _, spec := range strings.Split(*stores, ",") {
 		c, err := newComparison(*caddyBin, *baseline, spec)
 		if err != nil {
 			log.Fatal(err)
 		}
-		err = c.run(bodies, *concurrency, *slice, *rounds, *loadShare)
+		err = c.run(bodies, *concurrency, *slice, *rounds, *latencyRounds, *loadShare)
 		c.stop()
 		if err != nil {
 			log.Fatalf("%s: %v", spec, err)
@@ -97,23 +104,11 @@ func main() {
 		a, b := c.a, c.b
 		akb, aobj, agc := a.allocPerRequest()
 		bkb, bobj, bgc := b.allocPerRequest()
-		fmt.Printf("| %s | %.0f | %.0f | %.3f | %.0f µs | %.0f µs (%.0f µs) | %.3f | %.2f ms (%.0f req/s) | %.2f ms | %.2f ms | %.2f ms (%.0f req/s) | %.2f ms | %d | %.1f / %.1f KB (%.0f / %.0f objects) | %.1f / %.1f |\n",
-			spec, median(a.rates), median(b.rates), paired(b.rates, a.rates, ratio),
-			median(a.cpus), median(b.cpus), median(b.rcpus), paired(a.cpus, b.cpus, ratio),
-			median(a.p99s), c.latencyRate, median(b.p99s), paired(b.p99s, a.p99s, diff),
-			median(b.p99sOwn), c.ownRate, paired(b.p99sOwn, a.p99s, diff), b.denied,
+		fmt.Printf("| %s | %.0f | %.0f | %s | %.0f µs | %.0f µs (%.0f µs) | %s | %.2f ms (%.0f req/s) | %.2f ms | %s ms | %.2f ms (%.0f req/s) | %s ms | %d | %.1f / %.1f KB (%.0f / %.0f objects) | %.1f / %.1f |\n",
+			spec, median(a.rates), median(b.rates), paired(b.rates, a.rates, ratio).format("%.3f"),
+			median(a.cpus), median(b.cpus), median(b.rcpus), paired(a.cpus, b.cpus, ratio).format("%.3f"),
+			median(a.p99s), c.latencyRate, median(b.p99s), paired(b.p99s, a.p99s, diff).format("%+.2f"),
+			median(b.p99sOwn), c.ownRate, paired(b.p99sOwn, a.p99s, diff).format("%+.2f"), b.denied,
 			akb, bkb, aobj, bobj, agc, bgc)
 	}
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[len(s)/2]
 }
