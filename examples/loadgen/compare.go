@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"log"
 	"net/http"
@@ -19,6 +20,7 @@ type side struct {
 	cpus    []float64 // µs of CPU a request at full load
 	rcpus   []float64 // Redis's share of cpus
 	p99s    []float64 // ms, at the comparison's latencyRate
+	latCPUs []float64 // µs of CPU a request at latencyRate
 	p99sOwn []float64 // B's, ms, at ownRate
 	denied  int       // 429s, in all slices
 	alloc   allocated // Caddy's, over the full-load slices
@@ -188,15 +190,7 @@ func (c *comparison) run(bodies *bodySource, conc int, length time.Duration, rou
 // throughput loads each side closed loop, with the CPU profiles taken
 // over all its slices when asked for.
 func (c *comparison) throughput(bodies *bodySource, conc int, length time.Duration, rounds int) error {
-	profiled := make(chan error, 2)
-	for _, s := range []*side{c.a, c.b} {
-		if cpuProfile == "" {
-			profiled <- nil
-			continue
-		}
-		file := fmt.Sprintf("%s.%s-%s", cpuProfile, s.caddy.label, s.name)
-		go func() { profiled <- s.caddy.profile(time.Duration(rounds)*2*length, file) }()
-	}
+	profiled := c.profile(time.Duration(rounds)*2*length, "")
 	for r := range rounds {
 		for _, s := range c.order(r) {
 			alloc0, err := s.caddy.allocatedSoFar()
@@ -221,12 +215,29 @@ func (c *comparison) throughput(bodies *bodySource, conc int, length time.Durati
 		}
 		log.Printf("%s round %d: A %.0f req/s, B %.0f req/s", c.store, r+1, c.a.rates[r], c.b.rates[r])
 	}
-	for range 2 {
-		if err := <-profiled; err != nil {
-			return err
+	return profiled()
+}
+
+// profile takes each side's CPU profile over the next d, when asked for,
+// into <cpuProfile>.<store>-<side><suffix>; the function it returns waits
+// for both.
+func (c *comparison) profile(d time.Duration, suffix string) (wait func() error) {
+	profiled := make(chan error, 2)
+	for _, s := range []*side{c.a, c.b} {
+		if cpuProfile == "" {
+			profiled <- nil
+			continue
 		}
+		file := fmt.Sprintf("%s.%s-%s%s", cpuProfile, s.caddy.label, s.name, suffix)
+		go func() { profiled <- s.caddy.profile(d, file) }()
 	}
-	return nil
+	return func() error {
+		var err error
+		for range 2 {
+			err = cmp.Or(err, <-profiled)
+		}
+		return err
+	}
 }
 
 // latency loads each side open loop at c.latencyRate, and B also at
@@ -236,13 +247,16 @@ func (c *comparison) throughput(bodies *bodySource, conc int, length time.Durati
 // follows the same one.
 func (c *comparison) latency(bodies *bodySource, conc int, length time.Duration, rounds int) error {
 	type job struct {
-		s    *side
-		rate float64
-		into *[]float64
+		s     *side
+		rate  float64
+		into  *[]float64
+		cpus  *[]float64 // where its CPU a request goes; nil: nowhere
+		label string     // of its trace file
 	}
 	tail := map[*[]float64]string{}
+	profiled := c.profile(time.Duration(rounds)*3*length, "-latency")
 	for r := range rounds {
-		jobs := []job{{c.a, c.latencyRate, &c.a.p99s}, {c.b, c.latencyRate, &c.b.p99s}, {c.b, c.ownRate, &c.b.p99sOwn}}
+		jobs := []job{{c.a, c.latencyRate, &c.a.p99s, &c.a.latCPUs, "A"}, {c.b, c.latencyRate, &c.b.p99s, &c.b.latCPUs, "B"}, {c.b, c.ownRate, &c.b.p99sOwn, nil, "B-own"}}
 		if r%2 == 1 {
 			jobs[0], jobs[1] = jobs[1], jobs[0]
 		}
@@ -252,17 +266,33 @@ func (c *comparison) latency(bodies *bodySource, conc int, length time.Duration,
 			if !(j.rate > 0) {
 				return fmt.Errorf("%s: no rate to measure latency at (its maximum was 0 req/s)", j.s.name)
 			}
+			traced := make(chan error, 1)
+			if execTrace != "" && r == 0 {
+				go func() {
+					traced <- j.s.caddy.trace(length, fmt.Sprintf("%s.%s-%s", execTrace, j.s.caddy.label, j.label))
+				}()
+			} else {
+				traced <- nil
+			}
+			cpu0 := cpuTime(j.s.pids)
 			sl := openLoop(j.s.caddy.addr, sendPath, bodies, conc, length, j.rate)
+			cpu := perRequest(cpuTime(j.s.pids)-cpu0, len(sl.lat))
+			if err := <-traced; err != nil {
+				return err
+			}
 			if sl.failed > 0 {
 				return fmt.Errorf("%s: %d requests failed at %.0f req/s", j.s.name, sl.failed, j.rate)
 			}
 			j.s.denied += sl.denied
 			p := p99(sl.lat)
 			*j.into = append(*j.into, p)
-			tail[j.into] = fmt.Sprintf("p99 %.2f ms, slowest %.2f ms (sent late: p99 %.0f µs)", p, slowest(sl.lat), perRequest(sl.lateP99, 1))
+			if j.cpus != nil {
+				*j.cpus = append(*j.cpus, cpu)
+			}
+			tail[j.into] = fmt.Sprintf("p99 %.2f ms, slowest %.2f ms, CPU %.0f µs a request (sent late: p99 %.0f µs)", p, slowest(sl.lat), cpu, perRequest(sl.lateP99, 1))
 		}
 		log.Printf("%s round %d at %.0f req/s: A %s; B %s; B at %.0f req/s %s", c.store, r+1,
 			c.latencyRate, tail[&c.a.p99s], tail[&c.b.p99s], c.ownRate, tail[&c.b.p99sOwn])
 	}
-	return nil
+	return profiled()
 }

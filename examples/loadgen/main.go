@@ -10,8 +10,12 @@
 // a request meanwhile and what Caddy allocates a request (on one core its
 // tail latency follows its garbage collections), then the p99 latency
 // (open loop, each request sent when due by a pacing thread and timed from
-// then) of both at -latency-load of A's maximum, and of B also at that
-// share of its own maximum. Every figure is a median over
+// then) of both at -latency-load of A's maximum, with the CPU each spends
+// a request there, and of B also at that share of its own maximum. (On one
+// core a request costs more at half load than at full load, and B's added
+// cost grows more than A's: at "half of its own maximum" B's core is still
+// the busier, and its queue, which is what the p99 measures, the longer.)
+// Every figure is a median over
 // the slices, and every comparison the median over rounds of B's slice
 // against A's in the same round: the throughput ratio B/A, the CPU ratio
 // A/B (the ratio the CPU cost alone would give), and the p99 latency B
@@ -65,7 +69,8 @@ func main() {
 	recipients := flag.Int("recipients", 100_000, "distinct recipients in the bodies")
 	flag.StringVar(&caddyPin, "caddy-core", "0", "CPU list to pin Caddy to with taskset; empty: no pinning. Run loadgen itself on another core.")
 	loadShare := flag.Float64("latency-load", 0.5, "share of the maximum throughput to measure latency at")
-	flag.StringVar(&cpuProfile, "cpuprofile", "", "write each Caddy's CPU profile over the maximum-throughput slices to <this>.<store>-<A|B>")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write each Caddy's CPU profile over the maximum-throughput slices to <this>.<store>-<A|B>, and over the latency slices to <this>.<store>-<A|B>-latency")
+	flag.StringVar(&execTrace, "trace", "", "write each Caddy's execution trace over the first round's latency slices to <this>.<store>-<A|B|B-own> (go tool trace)")
 	flag.StringVar(&caddyLog, "caddy-log", "", "keep each Caddy's output in <this>.<store>-<A|B> (e.g. with GODEBUG=gctrace=1)")
 	flag.Parse()
 	if *caddyBin == "" {
@@ -90,7 +95,7 @@ func main() {
 	if *baseline != "" {
 		aName, bName = "A: -baseline build", "B: -caddy build"
 	}
-	fmt.Printf("| store | %[2]s req/s | %[3]s req/s | ratio B/A (95 %% interval) | A: CPU a request | B: CPU a request (Redis's share) | CPU ratio A/B (95 %% interval) | p99 A at %[1]s of its maximum (median slice) | p99 B at that rate | added p99 (95 %% interval) | p99 B at %[1]s of its own maximum | added p99 (95 %% interval) | B's 429s | Caddy allocated a request, A / B | GCs a 1,000 requests, A / B |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", share, aName, bName)
+	fmt.Printf("| store | %[2]s req/s | %[3]s req/s | ratio B/A (95 %% interval) | A: CPU a request | B: CPU a request (Redis's share) | CPU ratio A/B (95 %% interval) | p99 A at %[1]s of its maximum (median slice) | p99 B at that rate | added p99 (95 %% interval) | CPU a request at that rate, A / B | B − A (95 %% interval) | p99 B at %[1]s of its own maximum | added p99 (95 %% interval) | B's 429s | Caddy allocated a request, A / B | GCs a 1,000 requests, A / B |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", share, aName, bName)
 	for _, spec := range strings.Split(*stores, ",") {
 		c, err := newComparison(*caddyBin, *baseline, spec)
 		if err != nil {
@@ -104,10 +109,11 @@ func main() {
 		a, b := c.a, c.b
 		akb, aobj, agc := a.allocPerRequest()
 		bkb, bobj, bgc := b.allocPerRequest()
-		fmt.Printf("| %s | %.0f | %.0f | %s | %.0f µs | %.0f µs (%.0f µs) | %s | %.2f ms (%.0f req/s) | %.2f ms | %s ms | %.2f ms (%.0f req/s) | %s ms | %d | %.1f / %.1f KB (%.0f / %.0f objects) | %.1f / %.1f |\n",
+		fmt.Printf("| %s | %.0f | %.0f | %s | %.0f µs | %.0f µs (%.0f µs) | %s | %.2f ms (%.0f req/s) | %.2f ms | %s ms | %.0f / %.0f µs | %s µs | %.2f ms (%.0f req/s) | %s ms | %d | %.1f / %.1f KB (%.0f / %.0f objects) | %.1f / %.1f |\n",
 			spec, median(a.rates), median(b.rates), paired(b.rates, a.rates, ratio).format("%.3f"),
 			median(a.cpus), median(b.cpus), median(b.rcpus), paired(a.cpus, b.cpus, ratio).format("%.3f"),
 			median(a.p99s), c.latencyRate, median(b.p99s), paired(b.p99s, a.p99s, diff).format("%+.2f"),
+			median(a.latCPUs), median(b.latCPUs), paired(b.latCPUs, a.latCPUs, diff).format("%+.0f"),
 			median(b.p99sOwn), c.ownRate, paired(b.p99sOwn, a.p99s, diff).format("%+.2f"), b.denied,
 			akb, bkb, aobj, bobj, agc, bgc)
 	}

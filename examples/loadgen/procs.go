@@ -26,6 +26,7 @@ var (
 	caddyPin   string // CPU list Caddy runs on (taskset -c), or ""
 	caddyLog   string // when set, names the files Caddy's output is kept in
 	cpuProfile string // when set, names the files Caddy's CPU profiles are kept in
+	execTrace  string // when set, names the files Caddy's execution traces are kept in
 )
 
 type caddyProc struct {
@@ -89,9 +90,19 @@ func (p *caddyProc) stop() {
 
 // profile writes Caddy's CPU profile over the next d to file.
 func (p *caddyProc) profile(d time.Duration, file string) error {
+	return p.record("profile", d, file)
+}
+
+// trace writes Caddy's execution trace over the next d to file.
+func (p *caddyProc) trace(d time.Duration, file string) error {
+	return p.record("trace", d, file)
+}
+
+// record writes what /debug/pprof/<kind> gives over the next d to file.
+func (p *caddyProc) record(kind string, d time.Duration, file string) error {
 	// Whole seconds, rounded up and one more: the slices run a little
 	// longer than their length while the last requests are answered.
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", p.admin, int(math.Ceil(d.Seconds()))+1))
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/%s?seconds=%d", p.admin, kind, int(math.Ceil(d.Seconds()))+1))
 	if err != nil {
 		return err
 	}
@@ -220,17 +231,20 @@ func cpuCount(list string) int {
 
 // cpuTime is the user and system CPU time the processes have used, from
 // /proc/<pid>/stat (clock ticks of 10 ms).
+// procStat is the fields of /proc/<pid>/stat after the command name (which
+// may hold spaces): f[0] is field 3, the state.
+func procStat(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+}
+
 func cpuTime(pids []int) time.Duration {
 	var ticks int64
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		// Fields after the command name (which may hold spaces): state is
-		// field 3, utime 14, stime 15.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 12 {
+		if f := procStat(pid); len(f) > 12 { // utime is field 14, stime 15
 			u, _ := strconv.ParseInt(f[11], 10, 64)
 			s, _ := strconv.ParseInt(f[12], 10, 64)
 			ticks += u + s
