@@ -183,10 +183,23 @@ func BenchmarkRedisDecide(b *testing.B) {
 // BenchmarkRedisDecideOneCaller is one decision at a time on a real
 // redis-server: every batch holds one decision, as at a gateway's moderate
 // load, so what a batch costs (its round trips, its go-redis pipelines)
-// is paid by each decision whole.
+// is paid by each decision whole. script is the default for a lone
+// decision (one round trip, see GoBatchMin); go decides it in Go (two).
+// redis-µs/op is the server's CPU a decision (with REDIS_URL, only this
+// benchmark should use that server).
 func BenchmarkRedisDecideOneCaller(b *testing.B) {
-	c := redistest.Client(b)
-	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
-	defer s.Close()
-	decideInTurn(b, s)
+	for _, bc := range []struct {
+		name       string
+		goBatchMin int
+	}{{"script", 0}, {"go", 1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := redistest.Client(b)
+			s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, GoBatchMin: bc.goBatchMin})
+			defer s.Close()
+			cpu := redistest.CPUSeconds(b, c)
+			decideInTurn(b, s)
+			b.StopTimer()
+			b.ReportMetric((redistest.CPUSeconds(b, c)-cpu)*1e6/float64(b.N), "redis-µs/op")
+		})
+	}
 }

@@ -44,7 +44,7 @@ func TestDifferentialMemoryVsRedis(t *testing.T) {
 			if err := client.FlushDB(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			opts := RedisOptions{Now: clock.now, Timeout: 5 * time.Second, Prefix: fmt.Sprintf("diff%d:", seed)}
+			opts := RedisOptions{Now: clock.now, Timeout: 5 * time.Second, Prefix: fmt.Sprintf("diff%d:", seed), GoBatchMin: 1}
 			red := NewRedis(client, opts)
 			defer red.Close()
 			opts.ScriptOnly = true

@@ -345,7 +345,7 @@ func FuzzMemoryVsRedis(f *testing.F) {
 		clock := func() time.Time { return now }
 		mem := NewMemory(MemoryOptions{Now: clock, SweepInterval: -1})
 		defer mem.Close()
-		red := NewRedis(client, RedisOptions{Now: clock, Timeout: 5 * time.Second, Prefix: prefix})
+		red := NewRedis(client, RedisOptions{Now: clock, Timeout: 5 * time.Second, Prefix: prefix, GoBatchMin: 1})
 		defer red.Close()
 		var ids []string
 		for n, op := range fuzzOps(data, 100) {

@@ -59,7 +59,7 @@ func TestKeyShape(t *testing.T) {
 // Every key written to Redis has a TTL, so idle recipients disappear.
 func TestRedisKeysExpire(t *testing.T) {
 	c := redistest.Client(t)
-	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, GoBatchMin: 1})
 	rules := seedRules()
 	if _, err := s.Decide(context.Background(), req(time.Time{}, vals{"recipient": "ttl", "content": "x"}, rules...)); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ func TestGoDecisionConflictFallsBackToScript(t *testing.T) {
 	c := redistest.Client(t)
 	rules := seedRules()
 	at := mustParse(t, "2026-05-01T10:00:00Z")
-	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, GoBatchMin: 1})
 	defer s.Close()
 	other := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, ScriptOnly: true})
 	defer other.Close()
@@ -48,7 +48,7 @@ func TestGoDecisionConflictFallsBackToScript(t *testing.T) {
 func TestGoDenialWritesNothing(t *testing.T) {
 	c := redistest.Client(t)
 	rule := &Rule{Name: "one", By: []string{"recipient"}, Limit: 1, Window: Window{Duration: time.Minute}}
-	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, GoBatchMin: 1})
 	defer s.Close()
 	at := mustParse(t, "2026-05-01T10:00:00Z")
 	mustDecide(t, s, req(at, vals{"recipient": "bo"}, rule))
@@ -131,9 +131,9 @@ func FuzzDecodeBlob(f *testing.F) {
 func TestHotKeyGoesToScript(t *testing.T) {
 	c := redistest.Client(t)
 	rule := &Rule{Name: "campaign_hour", By: []string{"campaign"}, Limit: 1000, Window: Window{Duration: time.Hour}}
-	a := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+	a := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, GoBatchMin: 1})
 	defer a.Close()
-	b := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+	b := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, GoBatchMin: 1})
 	defer b.Close()
 	mk := func(g, i int) *Request { return req(time.Time{}, vals{"campaign": "spring"}, rule) }
 	admitted := hammer(t, []Store{a, b}, 32, 30, mk)
@@ -181,7 +181,7 @@ func TestHotKeysCoolDownAndStayBounded(t *testing.T) {
 // them: another recipient's decision in the same batch goes through.
 func TestCorruptKeyFailsOnlyItsDecisions(t *testing.T) {
 	c := redistest.Client(t)
-	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, GoBatchMin: 1})
 	defer s.Close()
 	rules := seedRules()
 	if err := c.Set(context.Background(), keyFor("freqcap:", "recipient", "bad"), "not a log", 0).Err(); err != nil {
@@ -208,7 +208,7 @@ func TestCorruptKeyFailsOnlyItsDecisions(t *testing.T) {
 
 // A request with no checks is admitted, as by the memory store.
 func TestNoChecksAdmitted(t *testing.T) {
-	s := NewRedis(redistest.Client(t), RedisOptions{Timeout: 5 * time.Second})
+	s := NewRedis(redistest.Client(t), RedisOptions{Timeout: 5 * time.Second, GoBatchMin: 1})
 	defer s.Close()
 	d, err := s.Decide(context.Background(), &Request{})
 	if err != nil || !d.Allowed {
@@ -255,7 +255,7 @@ func TestCloseKeepsAdmittedDecisions(t *testing.T) {
 	at := mustParse(t, "2026-05-01T10:00:00Z")
 	for round := 0; round < 5; round++ {
 		who := "closing" + strconv.Itoa(round)
-		s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+		s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, GoBatchMin: 1})
 		var admitted atomic.Int64
 		var wg sync.WaitGroup
 		start := time.Now()
@@ -275,7 +275,7 @@ func TestCloseKeepsAdmittedDecisions(t *testing.T) {
 		if took := time.Since(start); took > 2*time.Second {
 			t.Fatalf("round %d: the decisions took %s to end after Close (the timeout is 5 s)", round, took)
 		}
-		check := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+		check := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, GoBatchMin: 1})
 		u := mustUsage(t, check, req(at, vals{"recipient": who}, rule))
 		check.Close()
 		if u.Results[0].Used != admitted.Load() {

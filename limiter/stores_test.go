@@ -28,7 +28,7 @@ func storeKinds(t *testing.T, f func(t *testing.T, newStore func(clock func() ti
 		t.Run(name, func(t *testing.T) {
 			client := redistest.Client(t)
 			f(t, func(clock func() time.Time) Store {
-				s := NewRedis(client, RedisOptions{Now: clock, Timeout: 2 * time.Second, ScriptOnly: scriptOnly})
+				s := NewRedis(client, RedisOptions{Now: clock, Timeout: 2 * time.Second, ScriptOnly: scriptOnly, GoBatchMin: 1})
 				t.Cleanup(func() { s.Close() })
 				return s
 			})

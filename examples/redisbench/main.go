@@ -43,7 +43,7 @@ func main() {
 	sends := flag.Int("sends", 20, "sends per recipient, spread over 24 h")
 	callers := flag.Int("callers", 32, "concurrent callers")
 	runs := flag.Int("runs", 3, "runs of each design, alternated; medians are reported")
-	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap (decided in Go), freqcap-script (decided in freqcap.lua), freqcap-unbatched (in the script, one decision a run)")
+	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap (decided in Go, a lone decision at low load in the script), freqcap-go (every batch in Go), freqcap-script (decided in freqcap.lua), freqcap-unbatched (in the script, one decision a run)")
 	core := flag.String("redis-core", "0", "CPU list to pin redis-server to (taskset -c); empty: no pinning")
 	inFlight := flag.Int("inflight", 0, "freqcap: batched script runs in flight (0: the store's default)")
 	cpuProfile := flag.String("cpuprofile", "", "write this process's CPU profile (the client side) to the file")
@@ -246,8 +246,11 @@ func contentHash(c int8) string { return fmt.Sprintf("%016x", uint64(c+1)*0x9E37
 
 func newDecider(design string, client *redis.Client, inFlight int) (decider, func(), error) {
 	switch design {
-	case "freqcap", "freqcap-script", "freqcap-unbatched":
-		opts := limiter.RedisOptions{Timeout: 10 * time.Second, InFlight: inFlight, ScriptOnly: design != "freqcap"}
+	case "freqcap", "freqcap-go", "freqcap-script", "freqcap-unbatched":
+		opts := limiter.RedisOptions{Timeout: 10 * time.Second, InFlight: inFlight, ScriptOnly: strings.HasPrefix(design, "freqcap-") && design != "freqcap-go"}
+		if design == "freqcap-go" {
+			opts.GoBatchMin = 1
+		}
 		if design == "freqcap-unbatched" {
 			opts.InFlight, opts.MaxBatch = 64, 1
 		}

@@ -12,6 +12,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -119,4 +121,22 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// CPUSeconds is the CPU time the server has used so far
+// (used_cpu_user + used_cpu_sys), for benchmarks that report Redis's share.
+func CPUSeconds(tb testing.TB, c *redis.Client) float64 {
+	tb.Helper()
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		tb.Fatalf("reading the server's CPU time: %v", err)
+	}
+	var cpu float64
+	for _, line := range strings.Split(info, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+			f, _ := strconv.ParseFloat(v, 64)
+			cpu += f
+		}
+	}
+	return cpu
 }

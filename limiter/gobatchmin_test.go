@@ -1,0 +1,112 @@
+package limiter
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freqcap/caddy-freqcap/internal/redistest"
+)
+
+// sentCommands records the name of every command a client sends, and in
+// how many round trips (a pipeline is one), leaving out what sets up a new
+// connection.
+type sentCommands struct {
+	mu     sync.Mutex
+	names  []string
+	rounds int
+}
+
+func (h *sentCommands) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *sentCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.note(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *sentCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.note(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+func (h *sentCommands) note(cmds ...redis.Cmder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	counted := false
+	for _, c := range cmds {
+		name := c.Name()
+		switch name {
+		case "hello", "client", "auth", "select": // a new connection's set-up
+			continue
+		case "evalsha":
+			if sha, _ := c.Args()[1].(string); sha == commitScript.Hash() {
+				name = "commit"
+			} else {
+				name = "freqcap"
+			}
+		}
+		h.names = append(h.names, name)
+		if !counted {
+			h.rounds, counted = h.rounds+1, true
+		}
+	}
+}
+
+func (h *sentCommands) take() (names []string, rounds int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	names, rounds = h.names, h.rounds
+	h.names, h.rounds = nil, 0
+	return names, rounds
+}
+
+var _ redis.Hook = (*sentCommands)(nil)
+
+// A lone decision at low load is decided in the script, in one round trip;
+// with GoBatchMin 1 it is decided in Go, in two (the read, then the
+// compare-and-set write). Both answer alike.
+func TestLoneDecisionGoesToTheScript(t *testing.T) {
+	c := redistest.Client(t)
+	for _, sc := range []*redis.Script{freqcapScript, commitScript} { // no NOSCRIPT retry to count
+		if err := sc.Load(context.Background(), c).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := &sentCommands{}
+	c.AddHook(sent)
+	rules := seedRules()
+	at := mustParse(t, "2026-05-01T10:00:00Z")
+	for _, tc := range []struct {
+		goBatchMin int
+		want       []string
+		rounds     int
+	}{
+		{0, []string{"freqcap"}, 1},
+		{1, []string{"mget", "commit"}, 2},
+	} {
+		s := NewRedis(c, RedisOptions{Now: func() time.Time { return at }, Timeout: 5 * time.Second, GoBatchMin: tc.goBatchMin})
+		sent.take()
+		who := vals{"recipient": "lone", "content": "x"}
+		d := mustDecide(t, s, req(at, who, rules...))
+		names, rounds := sent.take()
+		s.Close()
+		if !d.Allowed || d.Results[0].Used != int64(tc.goBatchMin+1) {
+			t.Errorf("GoBatchMin %d: %s; want admitted, the %d-th of the recipient", tc.goBatchMin, describe(d), tc.goBatchMin+1)
+		}
+		if rounds != tc.rounds || len(names) != len(tc.want) {
+			t.Fatalf("GoBatchMin %d: sent %v in %d round trips; want %v in %d", tc.goBatchMin, names, rounds, tc.want, tc.rounds)
+		}
+		for i := range names {
+			if names[i] != tc.want[i] {
+				t.Fatalf("GoBatchMin %d: sent %v; want %v", tc.goBatchMin, names, tc.want)
+			}
+		}
+	}
+}
