@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces every performance figure of the README, side by side in one
 # run, on this machine (2 cores: Redis is pinned to core 0, the clients to
-# core 1). Takes about 30 minutes with the defaults; RECIPIENTS=20000 RUNS=1
+# core 1). Takes about 45 minutes with the defaults; RECIPIENTS=20000 RUNS=1
 # makes a quick check of it. BASELINE=<git revision> also compares that
 # revision's build of the module with this one through Caddy, side by side
 # (loadgen -baseline).
@@ -33,15 +33,29 @@ taskset -c 1 "$out/redisbench" -recipients "$RECIPIENTS" -runs "$RUNS" -designs 
 echo "== what one round trip costs Redis, by what it carries"
 taskset -c 1 "$out/redisbench" -roundtrips | tee "$out/roundtrips.txt"
 
+echo "== a lone decision (one caller, Redis on core 0): in the script, as on an idle store, and in Go; alternating"
+go test -c -o "$out/limiter.test" ./limiter
+port=$((20000 + RANDOM % 20000))
+taskset -c 0 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >"$out/redis-onecaller.log" 2>&1 &
+rpid=$!
+trap 'kill "$rpid" 2>/dev/null || true' EXIT
+until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
+for _ in $(seq $((RUNS * 2))); do
+	REDIS_URL="redis://127.0.0.1:$port/0" taskset -c 1 "$out/limiter.test" -test.run '^$' -test.bench 'RedisDecideOneCaller' -test.benchtime 20000x -test.benchmem | grep '^Benchmark'
+done | tee "$out/onecaller.txt"
+kill "$rpid"
+wait "$rpid" 2>/dev/null || true
+trap - EXIT
+
 echo "== through Caddy: reverse_proxy alone (A) vs with frequency_cap (B), in alternating 1 s slices"
 go build -o "$out/caddy" ./cmd/caddy
 go build -o "$out/loadgen" ./examples/loadgen
-taskset -c 1 "$out/loadgen" -caddy "$out/caddy" -runs $((RUNS * 4)) | tee "$out/caddy.txt"
+taskset -c 1 "$out/loadgen" -caddy "$out/caddy" -runs $((RUNS * 4)) -latency-runs $((RUNS * 15)) | tee "$out/caddy.txt"
 if [ -n "${BASELINE:-}" ]; then
 	echo "== through Caddy: the build of $BASELINE (A) vs this one (B), both capped, each on a store of its own"
 	rm -rf "$out/baseline-src"
 	git worktree add --detach -f "$out/baseline-src" "$BASELINE" >/dev/null
 	(cd "$out/baseline-src" && go build -o "$out/caddy-baseline" ./cmd/caddy)
 	git worktree remove --force "$out/baseline-src"
-	taskset -c 1 "$out/loadgen" -caddy "$out/caddy" -baseline "$out/caddy-baseline" -stores memory,redis@0,redis@1 -runs $((RUNS * 4)) | tee "$out/baseline.txt"
+	taskset -c 1 "$out/loadgen" -caddy "$out/caddy" -baseline "$out/caddy-baseline" -stores memory,redis@0,redis@1 -runs $((RUNS * 4)) -latency-runs $((RUNS * 15)) | tee "$out/baseline.txt"
 fi

@@ -21,6 +21,7 @@ type side struct {
 	rcpus   []float64 // Redis's share of cpus
 	p99s    []float64 // ms, at the comparison's latencyRate
 	latCPUs []float64 // µs of CPU a request at latencyRate
+	latRCPU []float64 // Redis's share of latCPUs
 	p99sOwn []float64 // B's, ms, at ownRate
 	denied  int       // 429s, in all slices
 	alloc   allocated // Caddy's, over the full-load slices
@@ -251,12 +252,13 @@ func (c *comparison) latency(bodies *bodySource, conc int, length time.Duration,
 		rate  float64
 		into  *[]float64
 		cpus  *[]float64 // where its CPU a request goes; nil: nowhere
+		rcpus *[]float64 // and Redis's share of it
 		label string     // of its trace file
 	}
 	tail := map[*[]float64]string{}
 	profiled := c.profile(time.Duration(rounds)*3*length, "-latency")
 	for r := range rounds {
-		jobs := []job{{c.a, c.latencyRate, &c.a.p99s, &c.a.latCPUs, "A"}, {c.b, c.latencyRate, &c.b.p99s, &c.b.latCPUs, "B"}, {c.b, c.ownRate, &c.b.p99sOwn, nil, "B-own"}}
+		jobs := []job{{c.a, c.latencyRate, &c.a.p99s, &c.a.latCPUs, &c.a.latRCPU, "A"}, {c.b, c.latencyRate, &c.b.p99s, &c.b.latCPUs, &c.b.latRCPU, "B"}, {c.b, c.ownRate, &c.b.p99sOwn, nil, nil, "B-own"}}
 		if r%2 == 1 {
 			jobs[0], jobs[1] = jobs[1], jobs[0]
 		}
@@ -274,9 +276,9 @@ func (c *comparison) latency(bodies *bodySource, conc int, length time.Duration,
 			} else {
 				traced <- nil
 			}
-			cpu0 := cpuTime(j.s.pids)
+			cpu0, rcpu0 := cpuTime(j.s.pids), cpuTime(j.s.pids[1:])
 			sl := openLoop(j.s.caddy.addr, sendPath, bodies, conc, length, j.rate)
-			cpu := perRequest(cpuTime(j.s.pids)-cpu0, len(sl.lat))
+			cpu, rcpu := perRequest(cpuTime(j.s.pids)-cpu0, len(sl.lat)), perRequest(cpuTime(j.s.pids[1:])-rcpu0, len(sl.lat))
 			if err := <-traced; err != nil {
 				return err
 			}
@@ -287,7 +289,7 @@ func (c *comparison) latency(bodies *bodySource, conc int, length time.Duration,
 			p := p99(sl.lat)
 			*j.into = append(*j.into, p)
 			if j.cpus != nil {
-				*j.cpus = append(*j.cpus, cpu)
+				*j.cpus, *j.rcpus = append(*j.cpus, cpu), append(*j.rcpus, rcpu)
 			}
 			tail[j.into] = fmt.Sprintf("p99 %.2f ms, slowest %.2f ms, CPU %.0f µs a request (sent late: p99 %.0f µs)", p, slowest(sl.lat), cpu, perRequest(sl.lateP99, 1))
 		}

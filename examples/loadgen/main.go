@@ -95,7 +95,7 @@ func main() {
 	if *baseline != "" {
 		aName, bName = "A: -baseline build", "B: -caddy build"
 	}
-	fmt.Printf("| store | %[2]s req/s | %[3]s req/s | ratio B/A (95 %% interval) | A: CPU a request | B: CPU a request (Redis's share) | CPU ratio A/B (95 %% interval) | p99 A at %[1]s of its maximum (median slice) | p99 B at that rate | added p99 (95 %% interval) | CPU a request at that rate, A / B | B − A (95 %% interval) | p99 B at %[1]s of its own maximum | added p99 (95 %% interval) | B's 429s | Caddy allocated a request, A / B | GCs a 1,000 requests, A / B |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", share, aName, bName)
+	fmt.Printf("| store | %[2]s req/s | %[3]s req/s | ratio B/A (95 %% interval) | A: CPU a request | B: CPU a request (Redis's share) | CPU ratio A/B (95 %% interval) | p99 A at %[1]s of its maximum (median slice) | p99 B at that rate | added p99 (95 %% interval) | CPU a request at that rate, A / B (Redis's share) | B − A (95 %% interval) | p99 B at %[1]s of its own maximum | added p99 (95 %% interval) | B's 429s | Caddy allocated a request, A / B | GCs a 1,000 requests, A / B |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", share, aName, bName)
 	for _, spec := range strings.Split(*stores, ",") {
 		c, err := newComparison(*caddyBin, *baseline, spec)
 		if err != nil {
@@ -109,11 +109,11 @@ func main() {
 		a, b := c.a, c.b
 		akb, aobj, agc := a.allocPerRequest()
 		bkb, bobj, bgc := b.allocPerRequest()
-		fmt.Printf("| %s | %.0f | %.0f | %s | %.0f µs | %.0f µs (%.0f µs) | %s | %.2f ms (%.0f req/s) | %.2f ms | %s ms | %.0f / %.0f µs | %s µs | %.2f ms (%.0f req/s) | %s ms | %d | %.1f / %.1f KB (%.0f / %.0f objects) | %.1f / %.1f |\n",
+		fmt.Printf("| %s | %.0f | %.0f | %s | %.0f µs | %.0f µs (%.0f µs) | %s | %.2f ms (%.0f req/s) | %.2f ms | %s ms | %.0f / %.0f µs (%.0f µs) | %s µs | %.2f ms (%.0f req/s) | %s ms | %d | %.1f / %.1f KB (%.0f / %.0f objects) | %.1f / %.1f |\n",
 			spec, median(a.rates), median(b.rates), paired(b.rates, a.rates, ratio).format("%.3f"),
 			median(a.cpus), median(b.cpus), median(b.rcpus), paired(a.cpus, b.cpus, ratio).format("%.3f"),
 			median(a.p99s), c.latencyRate, median(b.p99s), paired(b.p99s, a.p99s, diff).format("%+.2f"),
-			median(a.latCPUs), median(b.latCPUs), paired(b.latCPUs, a.latCPUs, diff).format("%+.0f"),
+			median(a.latCPUs), median(b.latCPUs), median(b.latRCPU), paired(b.latCPUs, a.latCPUs, diff).format("%+.0f"),
 			median(b.p99sOwn), c.ownRate, paired(b.p99sOwn, a.p99s, diff).format("%+.2f"), b.denied,
 			akb, bkb, aobj, bobj, agc, bgc)
 	}
