@@ -43,8 +43,9 @@ type Redis struct {
 	// conflicts counts batches decided in Go whose write found a key
 	// changed, and went to the script.
 	conflicts atomic.Int64
-	// busy counts the batch loops in a round (from taking a batch or a
-	// write to send, to its answers): with none, the store is idle.
+	// busy counts the batch loops that have a batch or a held write (from
+	// taking a batch to sending its last write): with none, the store is
+	// idle.
 	busy atomic.Int32
 	// beforeCommit, when set, runs between a Go batch's read and its write
 	// (tests: to write in between).
@@ -83,15 +84,17 @@ type RedisOptions struct {
 	// changed since the read.
 	ScriptOnly bool
 	// GoBatchMin is the fewest decisions a batch decided in Go holds when
-	// its round trips would be its own: a smaller batch that finds the
-	// store idle (no other batch in a round trip, no write to send) is
-	// decided in the script, in one round trip instead of two. Default 2: a lone decision at low load
-	// (where batches rarely hold two) costs Redis a script run, about 15 µs
-	// more of its CPU, and saves the gateway a round trip, which on one
-	// core at half load is about 20 µs of its CPU and one more wait for
-	// Redis to be scheduled (see the README's Performance section). Under
-	// load batches are bigger and their writes ride with the next reads, so
-	// they stay in Go. 1: every batch in Go.
+	// its round trips would be its own: a smaller batch of decisions that
+	// finds the store idle (no other batch in a round trip, no write
+	// waiting) is decided in the script, in one round trip instead of two.
+	// Default 2: at low load batches hold one decision, and one script run
+	// costs it less time and less Redis CPU than a read and then a write,
+	// each of which wakes Redis (BenchmarkRedisDecideOneCaller; see the
+	// README's Performance section). Under load batches are bigger and
+	// their writes ride with the next reads, so they stay in Go. 1: no
+	// batch goes to the script for being small (hot keys, calls split by
+	// hash tag and ScriptOnly still do). With InFlight 1 "idle" only means
+	// that the one loop has no write to send.
 	GoBatchMin int
 	// Now replaces the server's TIME when set. For tests only: gateways
 	// share one clock only through TIME.
@@ -308,34 +311,46 @@ func wholePlans(batch []*call) bool {
 
 // batchLoop serves batched calls: it takes one, adds whatever else is
 // already waiting with the same op, and decides them together: in Go (see
-// redisgo.go), or in the script when ScriptOnly is set, the batch is
-// smaller than GoBatchMin and the store idle, a call is split by hash tag,
-// or a key is hot (see hotKeys). A batch decided in Go holds its write until the next round
-// trip, which carries it with the next batch's read.
+// redisgo.go), or in the script when ScriptOnly is set, a lone decision
+// finds the store idle (see GoBatchMin), a call is split by hash tag, or a
+// key is hot (see hotKeys). A batch decided in Go holds its write until the
+// next round trip, which carries it with the next batch's read.
 func (s *Redis) batchLoop() {
 	defer s.wg.Done()
 	var pending *call
 	var held *goRun
+	counted := false // in s.busy: this loop has a batch or a write to send
 	for {
 		batch := s.collect(&pending, held == nil)
 		if batch == nil && held == nil {
 			return // stopped
 		}
-		// Idle: no other loop is making a round trip, and this one has no
-		// write to send. Checked before this loop counts itself busy.
-		idle := held == nil && s.busy.Load() == 0
-		s.busy.Add(1)
-		if batch != nil && (s.opts.ScriptOnly || (idle && len(batch) < s.opts.GoBatchMin) || !wholePlans(batch) || s.hot.touches(batch)) {
+		// The store is idle when no loop was counted: no other batch in a
+		// round trip, no write waiting anywhere (a loop not counted holds
+		// none). Taking the count and testing it is one step, so two loops
+		// cannot both find it idle.
+		idle := false
+		if !counted {
+			idle = s.busy.CompareAndSwap(0, 1)
+			if !idle {
+				s.busy.Add(1)
+			}
+			counted = true
+		}
+		lone := idle && batch != nil && len(batch) < s.opts.GoBatchMin && batch[0].op == "d"
+		if batch != nil && (s.opts.ScriptOnly || lone || !wholePlans(batch) || s.hot.touches(batch)) {
 			held = s.goRound(held, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 			s.runCalls(ctx, batch)
 			cancel()
 			finish(batch)
-			s.busy.Add(-1)
-			continue
+		} else {
+			held = s.goRound(held, batch)
 		}
-		held = s.goRound(held, batch)
-		s.busy.Add(-1)
+		if held == nil {
+			s.busy.Add(-1)
+			counted = false
+		}
 	}
 }
 

@@ -255,10 +255,25 @@ func (c *comparison) latency(bodies *bodySource, conc int, length time.Duration,
 		rcpus *[]float64 // and Redis's share of it
 		label string     // of its trace file
 	}
+	all := []job{{c.a, c.latencyRate, &c.a.p99s, &c.a.latCPUs, &c.a.latRCPU, "A"}, {c.b, c.latencyRate, &c.b.p99s, &c.b.latCPUs, &c.b.latRCPU, "B"}, {c.b, c.ownRate, &c.b.p99sOwn, nil, nil, "B-own"}}
+	if execTrace != "" {
+		// A round of its own, left out of the figures: tracing slows
+		// what it traces.
+		for _, j := range all {
+			traced := make(chan error, 1)
+			go func() {
+				traced <- j.s.caddy.trace(length, fmt.Sprintf("%s.%s-%s", execTrace, j.s.caddy.label, j.label))
+			}()
+			openLoop(j.s.caddy.addr, sendPath, bodies, conc, length, j.rate)
+			if err := <-traced; err != nil {
+				return err
+			}
+		}
+	}
 	tail := map[*[]float64]string{}
 	profiled := c.profile(time.Duration(rounds)*3*length, "-latency")
 	for r := range rounds {
-		jobs := []job{{c.a, c.latencyRate, &c.a.p99s, &c.a.latCPUs, &c.a.latRCPU, "A"}, {c.b, c.latencyRate, &c.b.p99s, &c.b.latCPUs, &c.b.latRCPU, "B"}, {c.b, c.ownRate, &c.b.p99sOwn, nil, nil, "B-own"}}
+		jobs := append([]job(nil), all...)
 		if r%2 == 1 {
 			jobs[0], jobs[1] = jobs[1], jobs[0]
 		}
@@ -268,20 +283,9 @@ func (c *comparison) latency(bodies *bodySource, conc int, length time.Duration,
 			if !(j.rate > 0) {
 				return fmt.Errorf("%s: no rate to measure latency at (its maximum was 0 req/s)", j.s.name)
 			}
-			traced := make(chan error, 1)
-			if execTrace != "" && r == 0 {
-				go func() {
-					traced <- j.s.caddy.trace(length, fmt.Sprintf("%s.%s-%s", execTrace, j.s.caddy.label, j.label))
-				}()
-			} else {
-				traced <- nil
-			}
 			cpu0, rcpu0 := cpuTime(j.s.pids), cpuTime(j.s.pids[1:])
 			sl := openLoop(j.s.caddy.addr, sendPath, bodies, conc, length, j.rate)
 			cpu, rcpu := perRequest(cpuTime(j.s.pids)-cpu0, len(sl.lat)), perRequest(cpuTime(j.s.pids[1:])-rcpu0, len(sl.lat))
-			if err := <-traced; err != nil {
-				return err
-			}
 			if sl.failed > 0 {
 				return fmt.Errorf("%s: %d requests failed at %.0f req/s", j.s.name, sl.failed, j.rate)
 			}

@@ -70,7 +70,7 @@ func main() {
 	flag.StringVar(&caddyPin, "caddy-core", "0", "CPU list to pin Caddy to with taskset; empty: no pinning. Run loadgen itself on another core.")
 	loadShare := flag.Float64("latency-load", 0.5, "share of the maximum throughput to measure latency at")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write each Caddy's CPU profile over the maximum-throughput slices to <this>.<store>-<A|B>, and over the latency slices to <this>.<store>-<A|B>-latency")
-	flag.StringVar(&execTrace, "trace", "", "write each Caddy's execution trace over the first round's latency slices to <this>.<store>-<A|B|B-own> (go tool trace)")
+	flag.StringVar(&execTrace, "trace", "", "write each Caddy's execution trace over a round of latency slices of its own (left out of the figures) to <this>.<store>-<A|B|B-own> (go tool trace)")
 	flag.StringVar(&caddyLog, "caddy-log", "", "keep each Caddy's output in <this>.<store>-<A|B> (e.g. with GODEBUG=gctrace=1)")
 	flag.Parse()
 	if *caddyBin == "" {
