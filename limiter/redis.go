@@ -318,24 +318,20 @@ func wholePlans(batch []*call) bool {
 func (s *Redis) batchLoop() {
 	defer s.wg.Done()
 	var pending *call
-	var held *goRun
-	counted := false // in s.busy: this loop has a batch or a write to send
+	var held *goRun // while it is not nil, this loop is counted in s.busy
 	for {
 		batch := s.collect(&pending, held == nil)
 		if batch == nil && held == nil {
 			return // stopped
 		}
-		// The store is idle when no loop was counted: no other batch in a
-		// round trip, no write waiting anywhere (a loop not counted holds
-		// none). Taking the count and testing it is one step, so two loops
-		// cannot both find it idle.
+		// The store is idle when no loop is counted: no other batch in a
+		// round trip, no write waiting anywhere. Taking the count and
+		// testing it is one step, so two loops cannot both find it idle.
 		idle := false
-		if !counted {
-			idle = s.busy.CompareAndSwap(0, 1)
-			if !idle {
+		if held == nil {
+			if idle = s.busy.CompareAndSwap(0, 1); !idle {
 				s.busy.Add(1)
 			}
-			counted = true
 		}
 		lone := idle && batch != nil && len(batch) < s.opts.GoBatchMin && batch[0].op == "d"
 		if batch != nil && (s.opts.ScriptOnly || lone || !wholePlans(batch) || s.hot.touches(batch)) {
@@ -349,7 +345,6 @@ func (s *Redis) batchLoop() {
 		}
 		if held == nil {
 			s.busy.Add(-1)
-			counted = false
 		}
 	}
 }

@@ -231,20 +231,17 @@ func cpuCount(list string) int {
 
 // cpuTime is the user and system CPU time the processes have used, from
 // /proc/<pid>/stat (clock ticks of 10 ms).
-// procStat is the fields of /proc/<pid>/stat after the command name (which
-// may hold spaces): f[0] is field 3, the state.
-func procStat(pid int) []string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil
-	}
-	return strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-}
-
 func cpuTime(pids []int) time.Duration {
 	var ticks int64
 	for _, pid := range pids {
-		if f := procStat(pid); len(f) > 12 { // utime is field 14, stime 15
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (which may hold spaces): state is
+		// field 3, utime 14, stime 15.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 12 {
 			u, _ := strconv.ParseInt(f[11], 10, 64)
 			s, _ := strconv.ParseInt(f[12], 10, 64)
 			ticks += u + s

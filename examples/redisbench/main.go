@@ -247,12 +247,14 @@ func contentHash(c int8) string { return fmt.Sprintf("%016x", uint64(c+1)*0x9E37
 func newDecider(design string, client *redis.Client, inFlight int) (decider, func(), error) {
 	switch design {
 	case "freqcap", "freqcap-go", "freqcap-script", "freqcap-unbatched":
-		opts := limiter.RedisOptions{Timeout: 10 * time.Second, InFlight: inFlight, ScriptOnly: strings.HasPrefix(design, "freqcap-") && design != "freqcap-go"}
-		if design == "freqcap-go" {
+		opts := limiter.RedisOptions{Timeout: 10 * time.Second, InFlight: inFlight}
+		switch design {
+		case "freqcap-go":
 			opts.GoBatchMin = 1
-		}
-		if design == "freqcap-unbatched" {
-			opts.InFlight, opts.MaxBatch = 64, 1
+		case "freqcap-script":
+			opts.ScriptOnly = true
+		case "freqcap-unbatched":
+			opts.ScriptOnly, opts.InFlight, opts.MaxBatch = true, 64, 1
 		}
 		store := limiter.NewRedis(client, opts)
 		rules := seedRules()
