@@ -22,9 +22,12 @@ import (
 // run's were denied, and every 429 spares B the upstream.
 type bodySource struct {
 	recipients int
-	contents   int // 0: 50
+	contents   int // 0: defaultContents
 	next       atomic.Uint64
 }
+
+// defaultContents is how many contents a recipient's bodies rotate through.
+const defaultContents = 50
 
 func (b *bodySource) body() []byte {
 	i := b.next.Add(1)
@@ -32,7 +35,7 @@ func (b *bodySource) body() []byte {
 	r := (h >> 16) % uint64(b.recipients)
 	contents := uint64(b.contents)
 	if contents == 0 {
-		contents = 50
+		contents = defaultContents
 	}
 	return fmt.Appendf(nil, `{"to":"user-%d","content":"content-%d-%d","title":"Your order has shipped","amount":1}`, r, r%97, (h>>8)%contents)
 }
