@@ -22,7 +22,7 @@ import (
 // run's were denied, and every 429 spares B the upstream.
 type bodySource struct {
 	recipients int
-	contents   int // 0: defaultContents
+	contents   int
 	next       atomic.Uint64
 }
 
@@ -33,11 +33,7 @@ func (b *bodySource) body() []byte {
 	i := b.next.Add(1)
 	h := i * 0x9E3779B97F4A7C15
 	r := (h >> 16) % uint64(b.recipients)
-	contents := uint64(b.contents)
-	if contents == 0 {
-		contents = defaultContents
-	}
-	return fmt.Appendf(nil, `{"to":"user-%d","content":"content-%d-%d","title":"Your order has shipped","amount":1}`, r, r%97, (h>>8)%contents)
+	return fmt.Appendf(nil, `{"to":"user-%d","content":"content-%d-%d","title":"Your order has shipped","amount":1}`, r, r%97, (h>>8)%uint64(b.contents))
 }
 
 // sliceResult is what one load slice measured.

@@ -57,7 +57,7 @@ func answers(t *testing.T) (addr string, conns *atomic.Int64) {
 // only after an answer that closes it.
 func TestRawConnReadsEveryAnswerWhole(t *testing.T) {
 	addr, conns := answers(t)
-	bodies := &bodySource{recipients: 10}
+	bodies := &bodySource{recipients: 10, contents: defaultContents}
 	for _, c := range []struct {
 		path   string
 		status int
@@ -141,7 +141,7 @@ func TestRawConnReadsTheFinalAnswer(t *testing.T) {
 // loop sends is counted once: answered, denied or failed.
 func TestOpenLoopAnswersEveryRequestSent(t *testing.T) {
 	addr, _ := answers(t)
-	bodies := &bodySource{recipients: 10}
+	bodies := &bodySource{recipients: 10, contents: defaultContents}
 	for _, c := range []struct {
 		path           string
 		denied, failed bool

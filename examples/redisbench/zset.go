@@ -56,12 +56,12 @@ var zsetSeq atomic.Int64
 // records), or, pipelined, all four in one round trip (each rule that
 // admits records, whatever the others answer).
 func zsetDecider(client *redis.Client, pipelined bool) decider {
+	shift := zsetExpiryShift.Milliseconds()
 	return func(ctx context.Context, s send, now time.Time) (bool, error) {
 		who := "zs:{u" + strconv.Itoa(int(s.recipient)) + "}:"
 		what := contentHash(s.content)
 		ms := now.UnixMilli()
 		member := strconv.FormatInt(ms, 10) + "-" + strconv.FormatInt(zsetSeq.Add(1), 10)
-		shift := zsetExpiryShift.Milliseconds()
 		key := func(r zsetRule) string {
 			if r.content {
 				return who + r.name + ":" + what
