@@ -1,13 +1,10 @@
 package caddymodule
 
 import (
-	"context"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"go.uber.org/zap"
 )
 
 func init() {
@@ -56,95 +53,12 @@ func (a *AdminAPI) Routes() []caddy.AdminRoute {
 
 const adminPrefix = "/frequency_cap/"
 
-// adminTimeout bounds a store call of the admin API. It is not on any
-// request's path, so it may wait longer than the handler's timeout.
-const adminTimeout = 5 * time.Second
-
 func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 	name, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, adminPrefix), "/")
 	if name == "" || rest != "usage" {
 		return (&failure{status: http.StatusNotFound, reason: "not found: use " + adminPrefix + "<name>/usage?<dimension>=<value>"}).write(w)
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodDelete {
-		w.Header().Set("Allow", "GET, DELETE")
-		return (&failure{status: http.StatusMethodNotAllowed, reason: "method " + r.Method + " not allowed: use GET or DELETE"}).write(w)
-	}
-	cs := lookupCapSet(name)
-	if cs == nil {
-		return writeJSON(w, http.StatusNotFound, "application/json", struct {
-			Error string `json:"error"`
-			Name  string `json:"name"`
-		}{"no frequency_cap handler named " + name, name})
-	}
-	q, fail := cs.query(r.URL.RawQuery)
-	if fail != nil {
-		return fail.write(w)
-	}
-	req := q.request()
-
-	ctx, cancel := context.WithTimeout(r.Context(), max(cs.timeout, adminTimeout))
-	defer cancel()
-	if r.Method == http.MethodDelete {
-		start := time.Now()
-		err := cs.store.Reset(ctx, req)
-		newStoreOp(cs.name, opReset).observe(start, err)
-		if err != nil {
-			return storeUnavailable(w, err)
-		}
-		rules := make([]string, len(q.rules))
-		for i, cr := range q.rules {
-			rules[i] = cr.rule.Name
-		}
-		fields := []zap.Field{zap.String("handler", cs.name), zap.Strings("rules", rules)}
-		if cs.logValues {
-			fields = append(fields, zap.Object("values", checkValues(req.Checks)))
-		}
-		cs.logger.Info("usage reset through the admin API", fields...)
-		return writeJSON(w, http.StatusOK, "application/json", struct {
-			Name  string   `json:"name"`
-			Reset []string `json:"reset"`
-		}{cs.name, rules})
-	}
-
-	start := time.Now()
-	d, err := cs.store.Usage(ctx, req)
-	newStoreOp(cs.name, opUsage).observe(start, err)
-	if err != nil {
-		return storeUnavailable(w, err)
-	}
-	out := usageAnswer{Name: cs.name, Rules: make([]ruleUsage, len(d.Results))}
-	for i, res := range d.Results {
-		out.Rules[i] = ruleUsage{
-			Rule:       res.Rule.Name,
-			By:         res.Rule.By,
-			Limit:      res.Limit,
-			Window:     windowOf(&req.Checks[i]),
-			Used:       res.Used,
-			Remaining:  res.Remaining,
-			ResetAfter: ceilSeconds(res.Reset),
-		}
-	}
-	return writeJSON(w, http.StatusOK, "application/json", out)
-}
-
-// usageAnswer is the body of a GET.
-type usageAnswer struct {
-	Name  string      `json:"name"`
-	Rules []ruleUsage `json:"rules"`
-}
-
-type ruleUsage struct {
-	Rule       string   `json:"rule"`
-	By         []string `json:"by"`
-	Limit      int64    `json:"limit"`
-	Window     string   `json:"window"`
-	Used       int64    `json:"used"`
-	Remaining  int64    `json:"remaining"`
-	ResetAfter int64    `json:"reset_after"`
-}
-
-func storeUnavailable(w http.ResponseWriter, err error) error {
-	return (&failure{status: http.StatusServiceUnavailable, reason: "frequency cap store unavailable: " + err.Error()}).write(w)
+	return serveUsage(w, r, name, "admin API")
 }
 
 // Interface guards.

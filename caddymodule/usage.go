@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -8,8 +9,127 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
+
+// usageTimeout bounds a store call of the admin API or the console. It is
+// not on any send's path, so it may wait longer than the handler's timeout.
+const usageTimeout = 5 * time.Second
+
+// serveUsage answers the usage of the cap set named name for the dimension
+// values in r's query: GET reports it, DELETE forgets it. The admin API
+// and the console both answer through here, with the bodies and errors
+// documented on AdminAPI; via names the caller in the reset log, and
+// fields add to it (such as who asked).
+func serveUsage(w http.ResponseWriter, r *http.Request, name, via string, fields ...zap.Field) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodDelete {
+		w.Header().Set("Allow", "GET, DELETE")
+		return (&failure{status: http.StatusMethodNotAllowed, reason: "method " + r.Method + " not allowed: use GET or DELETE"}).write(w)
+	}
+	cs := lookupCapSet(name)
+	if cs == nil {
+		return writeJSON(w, http.StatusNotFound, "application/json", struct {
+			Error string `json:"error"`
+			Name  string `json:"name"`
+		}{"no frequency_cap handler named " + name, name})
+	}
+	q, fail := cs.query(r.URL.RawQuery)
+	if fail != nil {
+		return fail.write(w)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), max(cs.timeout, usageTimeout))
+	defer cancel()
+	if r.Method == http.MethodDelete {
+		rules, err := q.reset(ctx, via, fields)
+		if err != nil {
+			return storeUnavailable(w, err)
+		}
+		return writeJSON(w, http.StatusOK, "application/json", resetAnswer{Name: cs.name, Reset: rules})
+	}
+	out, err := q.usage(ctx)
+	if err != nil {
+		return storeUnavailable(w, err)
+	}
+	return writeJSON(w, http.StatusOK, "application/json", out)
+}
+
+// usageAnswer is the body of a GET.
+type usageAnswer struct {
+	Name  string      `json:"name"`
+	Rules []ruleUsage `json:"rules"`
+}
+
+// ruleUsage is one rule's part of a usageAnswer. The console shows every
+// field it does not know under the rule, so a field added here reaches
+// support staff without a change to the page.
+type ruleUsage struct {
+	Rule       string   `json:"rule"`
+	By         []string `json:"by"`
+	Limit      int64    `json:"limit"`
+	Window     string   `json:"window"`
+	Used       int64    `json:"used"`
+	Remaining  int64    `json:"remaining"`
+	ResetAfter int64    `json:"reset_after"`
+}
+
+// resetAnswer is the body of a DELETE.
+type resetAnswer struct {
+	Name  string   `json:"name"`
+	Reset []string `json:"reset"`
+}
+
+func storeUnavailable(w http.ResponseWriter, err error) error {
+	return (&failure{status: http.StatusServiceUnavailable, reason: "frequency cap store unavailable: " + err.Error()}).write(w)
+}
+
+// usage reads the selected rules' usage from the store, recording nothing.
+func (q *usageQuery) usage(ctx context.Context) (*usageAnswer, error) {
+	req := q.request()
+	start := time.Now()
+	d, err := q.cs.store.Usage(ctx, req)
+	newStoreOp(q.cs.name, opUsage).observe(start, err)
+	if err != nil {
+		return nil, err
+	}
+	out := &usageAnswer{Name: q.cs.name, Rules: make([]ruleUsage, len(d.Results))}
+	for i, res := range d.Results {
+		out.Rules[i] = ruleUsage{
+			Rule:       res.Rule.Name,
+			By:         res.Rule.By,
+			Limit:      res.Limit,
+			Window:     windowOf(&req.Checks[i]),
+			Used:       res.Used,
+			Remaining:  res.Remaining,
+			ResetAfter: ceilSeconds(res.Reset),
+		}
+	}
+	return out, nil
+}
+
+// reset forgets the selected rules' records (and those of any rule that
+// shares their record log), logs it at info naming via and fields, and
+// returns the names of the selected rules.
+func (q *usageQuery) reset(ctx context.Context, via string, fields []zap.Field) ([]string, error) {
+	req := q.request()
+	start := time.Now()
+	err := q.cs.store.Reset(ctx, req)
+	newStoreOp(q.cs.name, opReset).observe(start, err)
+	if err != nil {
+		return nil, err
+	}
+	rules := make([]string, len(q.rules))
+	for i, cr := range q.rules {
+		rules[i] = cr.rule.Name
+	}
+	log := append([]zap.Field{zap.String("handler", q.cs.name), zap.Strings("rules", rules)}, fields...)
+	if q.cs.logValues {
+		log = append(log, zap.Object("values", checkValues(req.Checks)))
+	}
+	q.cs.logger.Info("usage reset through the "+via, log...)
+	return rules, nil
+}
 
 // zoneParam is the admin query parameter that names the zone of calendar
 // rules whose zone is a placeholder.
