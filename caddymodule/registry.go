@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"sort"
 	"sync"
 	"time"
 
@@ -9,15 +10,17 @@ import (
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
-// capSet is what the admin API needs of a provisioned handler, copied at
-// Provision so that a request to the admin API never reads a handler that
-// is being cleaned up.
+// capSet is what the admin API and the console need of a provisioned
+// handler, copied at Provision so that a request to either never reads a
+// handler that is being cleaned up.
 type capSet struct {
 	name       string
 	dimensions map[string]string
 	dims       []dimension
 	rules      []compiledRule
 	store      limiter.Store
+	storeKind  string // "memory" or "redis"
+	dryRun     bool
 	timeout    time.Duration
 	logValues  bool
 	logger     *zap.Logger
@@ -41,9 +44,14 @@ func (h *Handler) register() *capSet {
 		dims:       h.dims,
 		rules:      h.rules,
 		store:      h.store,
+		storeKind:  "memory",
+		dryRun:     h.DryRun,
 		timeout:    h.timeout,
 		logValues:  h.LogValues,
 		logger:     h.logger,
+	}
+	if h.Redis != nil {
+		cs.storeKind = "redis"
 	}
 	capSets.Lock()
 	capSets.byName[cs.name] = append(capSets.byName[cs.name], cs)
@@ -84,4 +92,16 @@ func lookupCapSet(name string) *capSet {
 		return nil
 	}
 	return list[len(list)-1]
+}
+
+// listCapSets returns the newest handler under each name, by name.
+func listCapSets() []*capSet {
+	capSets.RLock()
+	defer capSets.RUnlock()
+	out := make([]*capSet, 0, len(capSets.byName))
+	for _, list := range capSets.byName {
+		out = append(out, list[len(list)-1])
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
 }

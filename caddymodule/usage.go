@@ -30,10 +30,7 @@ func serveUsage(w http.ResponseWriter, r *http.Request, name, via string, fields
 	}
 	cs := lookupCapSet(name)
 	if cs == nil {
-		return writeJSON(w, http.StatusNotFound, "application/json", struct {
-			Error string `json:"error"`
-			Name  string `json:"name"`
-		}{"no frequency_cap handler named " + name, name})
+		return unknownCapSet(w, name)
 	}
 	q, fail := cs.query(r.URL.RawQuery)
 	if fail != nil {
@@ -78,6 +75,13 @@ type ruleUsage struct {
 type resetAnswer struct {
 	Name  string   `json:"name"`
 	Reset []string `json:"reset"`
+}
+
+func unknownCapSet(w http.ResponseWriter, name string) error {
+	return writeJSON(w, http.StatusNotFound, "application/json", struct {
+		Error string `json:"error"`
+		Name  string `json:"name"`
+	}{"no frequency_cap handler named " + name, name})
 }
 
 func storeUnavailable(w http.ResponseWriter, err error) error {

@@ -1,0 +1,266 @@
+package caddymodule
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
+
+func init() {
+	caddy.RegisterModule(new(Console))
+}
+
+// Console serves the support console: one self-contained HTML page (no
+// external assets) on which support staff look up the usage of a
+// recipient in every cap set, see each rule as a bar (used of limit) with
+// the time until it frees up, and reset it. It is a terminal handler; the
+// user mounts it on a path prefix of their choice, behind their own
+// authentication (basic_auth, forward_auth): the console itself lets in
+// whoever reaches it.
+//
+// Under its mount, the last segments of the path choose what it serves,
+// so it works with and without handle_path's prefix stripping:
+//
+//	GET    .../api/capsets                          the cap sets (below)
+//	GET    .../api/capsets/<name>/usage?<dim>=<v>   as the admin API's GET
+//	DELETE .../api/capsets/<name>/usage?<dim>=<v>   as the admin API's DELETE
+//	GET    anything else                            the page
+//
+// The usage endpoints answer exactly as AdminAPI does (same bodies, same
+// errors). The cap set list is {"read_only": bool, "capsets": [{"name",
+// "store" ("memory" or "redis"), "dry_run", "dimensions" (those its rules
+// use, in the order they first appear), "zoned" (whether the zone
+// parameter applies), "rules": [{"rule", "by", "limit", "window"}]}]}.
+//
+// A DELETE from another origin is refused (403), so that a page elsewhere
+// cannot make a signed-in browser reset a recipient. Resets are logged at
+// info with the handler, the rules and, when authentication set one, the
+// user ({http.auth.user.id}).
+type Console struct {
+	// CapSets names the cap sets (frequency_cap handlers, by name) that
+	// the console shows and resets; any other answers 404 as if it did
+	// not exist. By default the console shows every cap set of the running
+	// config.
+	CapSets []string `json:"cap_sets,omitempty"`
+
+	// ReadOnly hides the reset button and refuses resets (403), for
+	// staff who may look but not change. Default false: resets are
+	// allowed.
+	ReadOnly bool `json:"read_only,omitempty"`
+
+	shown map[string]bool
+}
+
+// CaddyModule returns the Caddy module information.
+func (*Console) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.frequency_cap_console",
+		New: func() caddy.Module { return new(Console) },
+	}
+}
+
+// Provision indexes CapSets. The cap sets themselves are looked up on
+// every request: they may be provisioned after the console, or in another
+// server, and a config reload replaces them.
+func (c *Console) Provision(caddy.Context) error {
+	if len(c.CapSets) > 0 {
+		c.shown = make(map[string]bool, len(c.CapSets))
+		for _, name := range c.CapSets {
+			c.shown[name] = true
+		}
+	}
+	return nil
+}
+
+// Validate checks the names in CapSets.
+func (c *Console) Validate() error {
+	for _, name := range c.CapSets {
+		if !limiter.ValidDimensionName(name) {
+			return fmt.Errorf("frequency_cap_console: cap_sets: invalid name %q (a letter or '_', then letters, digits, '_', '.', '-')", name)
+		}
+	}
+	return nil
+}
+
+// consoleCrossOrigin refuses state-changing requests that a browser marks
+// as coming from another origin (Sec-Fetch-Site, or Origin against Host).
+var consoleCrossOrigin = http.NewCrossOriginProtection()
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler; it never calls next.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	endpoint, name := consoleRoute(r.URL.Path)
+	switch endpoint {
+	case endpointCapSets:
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			return (&failure{status: http.StatusMethodNotAllowed, reason: "method " + r.Method + " not allowed: use GET"}).write(w)
+		}
+		return writeJSON(w, http.StatusOK, "application/json", c.list())
+	case endpointUsage:
+		if !c.shows(name) {
+			return unknownCapSet(w, name)
+		}
+		if r.Method == http.MethodDelete {
+			if c.ReadOnly {
+				return (&failure{status: http.StatusForbidden, reason: "this console is read-only: resets are not allowed"}).write(w)
+			}
+			if err := consoleCrossOrigin.Check(r); err != nil {
+				return (&failure{status: http.StatusForbidden, reason: "reset refused: " + err.Error()}).write(w)
+			}
+		}
+		return serveUsage(w, r, name, "console", requestUser(r)...)
+	case endpointUnknown:
+		return (&failure{status: http.StatusNotFound, reason: "not found: use api/capsets or api/capsets/<name>/usage?<dimension>=<value>"}).write(w)
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		return (&failure{status: http.StatusMethodNotAllowed, reason: "method " + r.Method + " not allowed: use GET"}).write(w)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(consolePage)))
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", consoleCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return nil
+	}
+	_, err := w.Write(consolePage)
+	return err
+}
+
+// consoleEndpoint is what a console request asks for.
+type consoleEndpoint int
+
+const (
+	endpointPage consoleEndpoint = iota
+	endpointCapSets
+	endpointUsage
+	endpointUnknown // under api/, but nothing there
+)
+
+// consoleRoute reads the endpoint from the end of the path, so that the
+// console needs to know neither its mount point nor whether handle_path
+// stripped it: .../api/capsets, .../api/capsets/<name>/usage, another
+// path with an api segment, or the page. A cap set name has no '/', so
+// this is unambiguous.
+func consoleRoute(path string) (consoleEndpoint, string) {
+	segs := strings.Split(strings.TrimSuffix(path, "/"), "/")
+	n := len(segs)
+	switch {
+	case n >= 2 && segs[n-2] == "api" && segs[n-1] == "capsets":
+		return endpointCapSets, ""
+	case n >= 4 && segs[n-4] == "api" && segs[n-3] == "capsets" && segs[n-1] == "usage" && segs[n-2] != "":
+		return endpointUsage, segs[n-2]
+	}
+	for _, s := range segs {
+		if s == "api" {
+			return endpointUnknown, ""
+		}
+	}
+	return endpointPage, ""
+}
+
+func (c *Console) shows(name string) bool { return c.shown == nil || c.shown[name] }
+
+// capSetList is the body of GET .../api/capsets.
+type capSetList struct {
+	ReadOnly bool          `json:"read_only"`
+	CapSets  []capSetEntry `json:"capsets"`
+}
+
+type capSetEntry struct {
+	Name       string      `json:"name"`
+	Store      string      `json:"store"`
+	DryRun     bool        `json:"dry_run"`
+	Dimensions []string    `json:"dimensions"`
+	Zoned      bool        `json:"zoned"`
+	Rules      []ruleEntry `json:"rules"`
+}
+
+type ruleEntry struct {
+	Rule   string   `json:"rule"`
+	By     []string `json:"by"`
+	Limit  int64    `json:"limit"`
+	Window string   `json:"window"`
+}
+
+func (c *Console) list() capSetList {
+	out := capSetList{ReadOnly: c.ReadOnly, CapSets: []capSetEntry{}}
+	for _, cs := range listCapSets() {
+		if !c.shows(cs.name) {
+			continue
+		}
+		e := capSetEntry{Name: cs.name, Store: cs.storeKind, DryRun: cs.dryRun, Dimensions: make([]string, len(cs.dims))}
+		for i, d := range cs.dims {
+			e.Dimensions[i] = d.name
+		}
+		// A dimension named zone takes the zone parameter's place (see
+		// AdminAPI).
+		_, zoneDim := cs.dimensions[zoneParam]
+		for _, cr := range cs.rules {
+			e.Rules = append(e.Rules, ruleEntry{Rule: cr.rule.Name, By: cr.rule.By, Limit: cr.rule.Limit, Window: cr.rule.Window.String()})
+			e.Zoned = e.Zoned || (cr.zoneExpr != "" && !zoneDim)
+		}
+		out.CapSets = append(out.CapSets, e)
+	}
+	return out
+}
+
+// requestUser names the authenticated user, when an authentication
+// handler before the console set one, for the reset log.
+func requestUser(r *http.Request) []zap.Field {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return nil
+	}
+	if user, _ := repl.GetString("http.auth.user.id"); user != "" {
+		return []zap.Field{zap.String("user", user)}
+	}
+	return nil
+}
+
+// consolePage is the console: its style and script are inline, so it
+// loads nothing else.
+//
+//go:embed console.html
+var consolePage []byte
+
+// consoleCSP allows the page's own inline style and script (by hash) and
+// requests to its own origin, nothing else: even if some value slipped
+// past the script's escaping, the browser would run no script of it.
+var consoleCSP = func() string {
+	hash := func(tag string) string {
+		page := string(consolePage)
+		_, rest, ok1 := strings.Cut(page, "<"+tag+">")
+		body, _, ok2 := strings.Cut(rest, "</"+tag+">")
+		if !ok1 || !ok2 {
+			panic("console.html has no <" + tag + "> element")
+		}
+		sum := sha256.Sum256([]byte(body))
+		return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+	}
+	return "default-src 'none'; style-src " + hash("style") + "; script-src " + hash("script") +
+		"; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}()
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*Console)(nil)
+	_ caddy.Validator             = (*Console)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Console)(nil)
+	_ caddyfile.Unmarshaler       = (*Console)(nil)
+)

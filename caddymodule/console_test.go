@@ -1,0 +1,372 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/caddyauth"
+)
+
+// consoleUser and consolePassword sign in to the console of the tests.
+const consoleUser, consolePassword = "support", "s3cret-console"
+
+// basicAuthBlock is a basic_auth directive for consoleUser on matcher.
+func basicAuthBlock(t *testing.T, matcher string) string {
+	t.Helper()
+	hash, err := caddyauth.BcryptHash{}.Hash([]byte(consolePassword))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("basic_auth %s {\n\t\t%s %s\n\t}", matcher, consoleUser, hash)
+}
+
+// consoleDo sends a request to the gateway, signed in unless anonymous, with
+// extra headers ("Name: value").
+func (g *gateway) consoleDo(method, path string, signedIn bool, headers ...string) *answer {
+	g.t.Helper()
+	req, err := http.NewRequest(method, g.url+path, nil)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if signedIn {
+		req.SetBasicAuth(consoleUser, consolePassword)
+	}
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, ":")
+		req.Header.Set(k, strings.TrimSpace(v))
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		g.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		g.t.Fatalf("reading answer: %v", err)
+	}
+	return &answer{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// consoleUsage GETs a usage through the console and returns it by rule.
+func (g *gateway) consoleUsage(path string) map[string]ruleUsage {
+	g.t.Helper()
+	a := g.consoleDo(http.MethodGet, path, true)
+	expectStatus(g.t, a, http.StatusOK)
+	var u usageAnswer
+	if err := json.Unmarshal(a.body, &u); err != nil {
+		g.t.Fatalf("usage answer %s: %v", a.body, err)
+	}
+	out := make(map[string]ruleUsage, len(u.Rules))
+	for _, r := range u.Rules {
+		out[r.Rule] = r
+	}
+	return out
+}
+
+// consoleSite serves two cap sets (push: per recipient and per recipient
+// and content; local: a calendar day in the recipient's zone) and the
+// console twice behind basic_auth: on /support/ as mounted, and on /ops/
+// with handle_path stripping the prefix.
+func consoleSite(t *testing.T, redisLine, upstream, consoleBlock string) string {
+	return fmt.Sprintf(`
+	%s
+	%s
+	frequency_cap_console /support/* %s
+	handle_path /ops/* {
+		frequency_cap_console
+	}
+	frequency_cap /push {
+		name push
+		%s
+		key_prefix %s
+		dimension recipient {json.to}
+		dimension content   {json.content}
+		rule per_minute {
+			by     recipient
+			limit  2
+			window 1m
+		}
+		rule same_content {
+			by     recipient content
+			limit  5
+			window 1h
+		}
+	}
+	frequency_cap /local {
+		name local
+		key_prefix %s
+		dimension recipient {json.to}
+		rule local_day {
+			by       recipient
+			limit    3
+			calendar day {json.tz} Asia/Shanghai
+		}
+	}
+	reverse_proxy %s`, basicAuthBlock(t, "/support/*"), basicAuthBlock(t, "/ops/*"), consoleBlock, redisLine, testPrefix(), testPrefix(), upstream)
+}
+
+// TestConsoleAPI proves the console's JSON endpoints through a real Caddy,
+// on both stores and under both mounts (prefix kept, prefix stripped): the
+// cap set list, usage and reset answering as the admin API does (a reset
+// lets a capped recipient send again), and that none of it is served
+// without the site's authentication.
+func TestConsoleAPI(t *testing.T) {
+	eachBackend(t, func(t *testing.T, redisLine string) {
+		up := startUpstream(t)
+		g := startGateway(t, consoleSite(t, redisLine, up.addr(), ""))
+
+		for _, path := range []string{"/support/", "/support/api/capsets", "/support/api/capsets/push/usage?recipient=a", "/ops/api/capsets"} {
+			if a := g.consoleDo(http.MethodGet, path, false); a.status != http.StatusUnauthorized {
+				t.Errorf("GET %s without credentials: %d, want 401", path, a.status)
+			}
+		}
+
+		for _, mount := range []string{"/support", "/ops"} {
+			a := g.consoleDo(http.MethodGet, mount+"/api/capsets", true)
+			expectStatus(t, a, http.StatusOK)
+			var list capSetList
+			if err := json.Unmarshal(a.body, &list); err != nil {
+				t.Fatalf("%s: %v", a.body, err)
+			}
+			store := "memory"
+			if redisLine != "" {
+				store = "redis"
+			}
+			want := capSetList{CapSets: []capSetEntry{
+				{Name: "local", Store: "memory", Dimensions: []string{"recipient"}, Zoned: true, Rules: []ruleEntry{
+					{Rule: "local_day", By: []string{"recipient"}, Limit: 3, Window: "calendar day Asia/Shanghai"},
+				}},
+				{Name: "push", Store: store, Dimensions: []string{"recipient", "content"}, Rules: []ruleEntry{
+					{Rule: "per_minute", By: []string{"recipient"}, Limit: 2, Window: "1m0s"},
+					{Rule: "same_content", By: []string{"recipient", "content"}, Limit: 5, Window: "1h0m0s"},
+				}},
+			}}
+			if !reflect.DeepEqual(list, want) {
+				t.Errorf("GET %s/api/capsets:\n got  %+v\n want %+v", mount, list, want)
+			}
+		}
+
+		const x = "carol@example.com"
+		for i := 0; i < 2; i++ {
+			expectStatus(t, g.send("/push", map[string]any{"to": x, "content": "hi"}), http.StatusOK)
+		}
+		expectStatus(t, g.send("/push", map[string]any{"to": x, "content": "hi"}), http.StatusTooManyRequests)
+
+		q := "recipient=carol%40example.com&content=hi"
+		for _, mount := range []string{"/support", "/ops"} {
+			u := g.consoleUsage(mount + "/api/capsets/push/usage?" + q)
+			expectUsage(t, u, map[string][2]int64{"per_minute": {2, 0}, "same_content": {2, 3}})
+			if pm := u["per_minute"]; pm.Limit != 2 || pm.Window != "1m0s" || pm.ResetAfter < 1 || pm.ResetAfter > 60 {
+				t.Errorf("%s: per_minute %+v", mount, pm)
+			}
+		}
+		// The console and the admin API read the same thing.
+		if !reflect.DeepEqual(usageOf(t, "push", q), g.consoleUsage("/support/api/capsets/push/usage?"+q)) {
+			t.Errorf("the admin API and the console answer differently")
+		}
+
+		a := g.consoleDo(http.MethodDelete, "/ops/api/capsets/push/usage?recipient="+x, true)
+		expectStatus(t, a, http.StatusOK)
+		if m := a.json(t); m["name"] != "push" || !reflect.DeepEqual(m["reset"], []any{"per_minute"}) {
+			t.Errorf("DELETE answered %s", a.body)
+		}
+		u := g.consoleUsage("/support/api/capsets/push/usage?" + q)
+		expectUsage(t, u, map[string][2]int64{"per_minute": {0, 2}, "same_content": {2, 3}})
+		expectStatus(t, g.send("/push", map[string]any{"to": x, "content": "hi"}), http.StatusOK)
+
+		// A zoned calendar rule takes the zone parameter, as in the admin API.
+		expectStatus(t, g.send("/local", map[string]any{"to": x, "tz": "Europe/Berlin"}), http.StatusOK)
+		lu := g.consoleUsage("/support/api/capsets/local/usage?recipient=" + x + "&zone=Europe/Berlin")["local_day"]
+		if lu.Used != 1 || lu.Window != "calendar day Europe/Berlin" {
+			t.Errorf("local_day in Berlin: %+v", lu)
+		}
+	})
+}
+
+// TestConsoleErrors proves the console's error answers: those it shares
+// with the admin API, an unknown API path, methods, and a reset from
+// another origin (which a browser marks so) refused while one from the
+// console's own page passes.
+func TestConsoleErrors(t *testing.T) {
+	up := startUpstream(t)
+	g := startGateway(t, consoleSite(t, "", up.addr(), ""))
+	for _, tc := range []struct {
+		method, path string
+		headers      []string
+		status       int
+		reason       string
+	}{
+		{"GET", "/support/api/capsets/nope/usage?recipient=a", nil, 404, "no frequency_cap handler named nope"},
+		{"GET", "/support/api/capsets/push/usage?who=a", nil, 400, `unknown dimension "who"`},
+		{"GET", "/support/api/capsets/push/usage?content=a", nil, 400, "no rule has all its dimensions given"},
+		{"GET", "/support/api/capsets/push/usage?recipient=", nil, 400, "missing value for dimension recipient"},
+		{"GET", "/support/api/capsets/push/used?recipient=a", nil, 404, "not found: use api/capsets"},
+		{"GET", "/support/api/nothing", nil, 404, "not found"},
+		{"POST", "/support/api/capsets/push/usage?recipient=a", nil, 405, "method POST not allowed"},
+		{"DELETE", "/support/api/capsets", nil, 405, "method DELETE not allowed"},
+		{"POST", "/support/", nil, 405, "method POST not allowed"},
+		{"DELETE", "/support/api/capsets/push/usage?recipient=a", []string{"Sec-Fetch-Site: cross-site"}, 403, "reset refused"},
+		{"DELETE", "/support/api/capsets/push/usage?recipient=a", []string{"Origin: https://evil.example"}, 403, "reset refused"},
+		{"DELETE", "/support/api/capsets/push/usage?recipient=a", []string{"Sec-Fetch-Site: same-origin", "Origin: " + g.url}, 200, ""},
+	} {
+		a := g.consoleDo(tc.method, tc.path, true, tc.headers...)
+		if a.status != tc.status {
+			t.Errorf("%s %s %v: %d, want %d; body %s", tc.method, tc.path, tc.headers, a.status, tc.status, a.body)
+			continue
+		}
+		if tc.reason == "" {
+			continue
+		}
+		if reason, _ := a.json(t)["error"].(string); !strings.Contains(reason, tc.reason) {
+			t.Errorf("%s %s: reason %q, want one containing %q", tc.method, tc.path, reason, tc.reason)
+		}
+	}
+}
+
+// TestConsolePage proves the page is one self-contained document: HTML,
+// no reference to anything outside it, and a Content-Security-Policy that
+// allows only its own inline style and script and requests to its origin;
+// HEAD gets the headers alone, and any path that is not the API is the
+// page (so the mount point may be any path).
+func TestConsolePage(t *testing.T) {
+	up := startUpstream(t)
+	g := startGateway(t, consoleSite(t, "", up.addr(), ""))
+	for _, path := range []string{"/support/", "/support/index.html", "/ops/"} {
+		a := g.consoleDo(http.MethodGet, path, true)
+		expectStatus(t, a, http.StatusOK)
+		if ct := a.header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
+			t.Errorf("%s: Content-Type %q", path, ct)
+		}
+		if string(a.body) != string(consolePage) {
+			t.Errorf("%s: the body is not the page", path)
+		}
+		csp := a.header.Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'none'", "script-src 'sha256-", "style-src 'sha256-", "connect-src 'self'", "frame-ancestors 'none'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("%s: Content-Security-Policy %q lacks %q", path, csp, want)
+			}
+		}
+	}
+	page := strings.ToLower(string(consolePage))
+	for _, external := range []string{"src=", "href=", "http:", "https:", "@import", "url("} {
+		if strings.Contains(page, external) {
+			t.Errorf("the page contains %q: it must load nothing from outside", external)
+		}
+	}
+	if strings.Contains(page, ".innerhtml") || strings.Contains(page, ".outerhtml") || strings.Contains(page, "insertadjacenthtml(") || strings.Contains(page, "document.write(") {
+		t.Error("the page's script parses HTML; it must build the DOM with textContent")
+	}
+	a := g.consoleDo(http.MethodHead, "/support/", true)
+	expectStatus(t, a, http.StatusOK)
+	if len(a.body) != 0 || a.header.Get("Content-Length") != fmt.Sprint(len(consolePage)) {
+		t.Errorf("HEAD: %d bytes of body, Content-Length %q", len(a.body), a.header.Get("Content-Length"))
+	}
+}
+
+// TestConsoleScoped proves cap_sets and read_only: the console lists and
+// answers for the named cap sets only (another is unknown to it), and a
+// read-only console reports so and refuses resets while still reading.
+func TestConsoleScoped(t *testing.T) {
+	up := startUpstream(t)
+	g := startGateway(t, consoleSite(t, "", up.addr(), `{
+		cap_sets push
+		read_only
+	}`))
+	a := g.consoleDo(http.MethodGet, "/support/api/capsets", true)
+	expectStatus(t, a, http.StatusOK)
+	var list capSetList
+	if err := json.Unmarshal(a.body, &list); err != nil {
+		t.Fatal(err)
+	}
+	if !list.ReadOnly || len(list.CapSets) != 1 || list.CapSets[0].Name != "push" {
+		t.Errorf("the scoped console lists %s", a.body)
+	}
+	expectStatus(t, g.consoleDo(http.MethodGet, "/support/api/capsets/local/usage?recipient=a", true), http.StatusNotFound)
+	expectStatus(t, g.consoleDo(http.MethodGet, "/support/api/capsets/push/usage?recipient=a", true), http.StatusOK)
+	d := g.consoleDo(http.MethodDelete, "/support/api/capsets/push/usage?recipient=a", true)
+	expectStatus(t, d, http.StatusForbidden)
+	if reason, _ := d.json(t)["error"].(string); !strings.Contains(reason, "read-only") {
+		t.Errorf("read-only reset refused with %q", reason)
+	}
+	// The other mount has no scope.
+	expectStatus(t, g.consoleDo(http.MethodGet, "/ops/api/capsets/local/usage?recipient=a", true), http.StatusOK)
+}
+
+// TestConsoleRoute proves how the end of a path picks the endpoint.
+func TestConsoleRoute(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		want consoleEndpoint
+		name string
+	}{
+		{"/", endpointPage, ""},
+		{"", endpointPage, ""},
+		{"/support", endpointPage, ""},
+		{"/support/", endpointPage, ""},
+		{"/a/b/index.html", endpointPage, ""},
+		{"/api/capsets", endpointCapSets, ""},
+		{"/support/api/capsets/", endpointCapSets, ""},
+		{"/support/api/capsets/push/usage", endpointUsage, "push"},
+		{"/api/capsets/a.b-c/usage", endpointUsage, "a.b-c"},
+		{"/api/capsets//usage", endpointUnknown, ""},
+		{"/api/capsets/push/used", endpointUnknown, ""},
+		{"/api", endpointUnknown, ""},
+		{"/support/api/x/y", endpointUnknown, ""},
+	} {
+		got, name := consoleRoute(tc.path)
+		if got != tc.want || name != tc.name {
+			t.Errorf("%q: %v %q, want %v %q", tc.path, got, name, tc.want, tc.name)
+		}
+	}
+}
+
+// TestConsoleUnmarshalCaddyfile proves the console's Caddyfile grammar.
+func TestConsoleUnmarshalCaddyfile(t *testing.T) {
+	for _, tc := range []struct {
+		input string
+		want  Console
+		err   string
+	}{
+		{input: `frequency_cap_console`},
+		{input: `frequency_cap_console {
+		}`},
+		{input: `frequency_cap_console {
+			cap_sets push sms
+			read_only
+		}`, want: Console{CapSets: []string{"push", "sms"}, ReadOnly: true}},
+		{input: `frequency_cap_console extra`, err: "wrong argument count"},
+		{input: `frequency_cap_console {
+			cap_sets
+		}`, err: "wrong argument count"},
+		{input: `frequency_cap_console {
+			cap_sets push
+			cap_sets sms
+		}`, err: "cap_sets already specified"},
+		{input: `frequency_cap_console {
+			cap_sets {bad}
+		}`, err: `invalid name "{bad}"`},
+		{input: `frequency_cap_console {
+			read_only yes
+		}`, err: "wrong argument count"},
+		{input: `frequency_cap_console {
+			theme dark
+		}`, err: `unrecognized subdirective "theme"`},
+	} {
+		var got Console
+		err := got.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.input, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: error %v, want one containing %q", tc.input, err, tc.err)
+		case tc.err == "" && !reflect.DeepEqual(got, tc.want):
+			t.Errorf("%s: %+v, want %+v", tc.input, got, tc.want)
+		}
+	}
+}
