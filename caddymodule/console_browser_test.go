@@ -1,0 +1,214 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// browser is a headless Chromium that records every JavaScript dialog
+// (alert, confirm, prompt: the console opens none) and every uncaught
+// exception of the pages it shows.
+type browser struct {
+	ctx        context.Context
+	mu         sync.Mutex
+	dialogs    []string
+	exceptions []string
+}
+
+// startBrowser starts Debian's chromium, fresh profile, no network of its
+// own (no QUIC, no background requests, no updates, no sync), signed in to
+// the console with consoleUser. Without chromium on PATH the test is
+// skipped, unless FREQCAP_REQUIRE_BROWSER=1 (as CI sets) makes that a
+// failure.
+func startBrowser(t *testing.T) *browser {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		path, err = exec.LookPath("chromium-browser")
+	}
+	if err != nil {
+		if os.Getenv("FREQCAP_REQUIRE_BROWSER") == "1" {
+			t.Fatalf("chromium is not on PATH and FREQCAP_REQUIRE_BROWSER=1: install it (apt-get install chromium)")
+		}
+		t.Skip("chromium is not on PATH: skipping a test that needs a real browser (set FREQCAP_REQUIRE_BROWSER=1 to make this a failure)")
+	}
+	profile := t.TempDir()
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox, // as root, Chromium refuses to start with its sandbox
+		chromedp.Flag("disable-gpu", true),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(profile),
+	)
+	ctx, cancelCtx := chromedp.NewContext(allocCtx, chromedp.WithErrorf(t.Logf))
+	// Registered after TempDir, so run before its removal: Chromium has
+	// exited by then.
+	t.Cleanup(func() {
+		cancelCtx()
+		cancelAlloc()
+	})
+
+	b := &browser{ctx: ctx}
+	// The first call starts the browser; a timeout on it would stop the
+	// browser with it, so the steps get theirs in run.
+	err = chromedp.Listen(ctx, func(ev any) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch e := ev.(type) {
+		case *page.EventJavascriptDialogOpening:
+			b.dialogs = append(b.dialogs, string(e.Type)+": "+e.Message)
+			// Dismiss it, or the page would hang (the test fails anyway);
+			// a listener must not run a command itself.
+			go chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+		case *runtime.EventExceptionThrown:
+			text := e.ExceptionDetails.Text
+			if ex := e.ExceptionDetails.Exception; ex != nil {
+				text += " " + ex.Description
+			}
+			b.exceptions = append(b.exceptions, text)
+		}
+	})
+	if err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte(consoleUser + ":" + consolePassword))
+	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatalf("enabling the network domain: %v", err)
+	}
+	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": "Basic " + auth}}); err != nil {
+		t.Fatalf("signing in: %v", err)
+	}
+	return b
+}
+
+// do runs actions, failing the test with what it was doing.
+func (b *browser) do(t *testing.T, doing string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", doing, err)
+	}
+}
+
+// read runs one action that returns a value.
+func read[T any](t *testing.T, b *browser, what string, action chromedp.Action[T]) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	v, err := chromedp.Run(ctx, action)
+	if err != nil {
+		t.Fatalf("reading %s: %v", what, err)
+	}
+	return v
+}
+
+// expectQuiet fails the test if a page opened a dialog or threw.
+func (b *browser) expectQuiet(t *testing.T) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.dialogs) > 0 {
+		t.Errorf("the page opened dialogs: %q", b.dialogs)
+	}
+	if len(b.exceptions) > 0 {
+		t.Errorf("the page threw: %q", b.exceptions)
+	}
+}
+
+// TestConsoleBrowser proves the console in a real headless Chromium, as
+// support staff use it: a recipient capped at 2 a minute shows a full bar
+// (2 of 2); Reset asks for confirmation on the page, then empties it; the
+// recipient's next send is admitted. A recipient whose name is markup is
+// shown as text: no element of it reaches the DOM and no dialog opens.
+func TestConsoleBrowser(t *testing.T) {
+	b := startBrowser(t)
+	up := startUpstream(t)
+	g := startGateway(t, consoleSite(t, "", up.addr(), ""))
+
+	const x = "dave@example.com"
+	for i := 0; i < 2; i++ {
+		expectStatus(t, g.send("/push", map[string]any{"to": x, "content": "hi"}), http.StatusOK)
+	}
+	expectStatus(t, g.send("/push", map[string]any{"to": x, "content": "hi"}), http.StatusTooManyRequests)
+
+	const push = `section[data-capset="push"] `
+	perMinute := func(used string) string { return push + `.rule[data-rule="per_minute"][data-used="` + used + `"]` }
+	b.do(t, "opening the console",
+		chromedp.Navigate(g.url+"/support/"),
+		chromedp.WaitVisible(push+`input[name="recipient"]`),
+	)
+	capsets := read(t, b, "the cap sets", chromedp.Evaluate[[]string](`[...document.querySelectorAll("section[data-capset]")].map(s => s.dataset.capset)`))
+	zoneInputs := read(t, b, "the zone inputs", chromedp.Evaluate[int](`document.querySelectorAll('section[data-capset="local"] input[name="zone"]').length`))
+	if strings.Join(capsets, ",") != "local,push" || zoneInputs != 1 {
+		t.Errorf("the page shows cap sets %q with %d zone inputs for local, want local,push and 1", capsets, zoneInputs)
+	}
+
+	b.do(t, "looking up "+x,
+		chromedp.SendKeys(push+`input[name="recipient"]`, x),
+		chromedp.Click(push+`button[type="submit"]`),
+		chromedp.WaitVisible(perMinute("2")),
+	)
+	used := read(t, b, "used", chromedp.Text(perMinute("2")+` .used`))
+	frees := read(t, b, "reset_after", chromedp.Text(perMinute("2")+` .reset-after`))
+	fill := read(t, b, "the bar", chromedp.Evaluate[string](`document.querySelector('`+perMinute("2")+` .fill').style.width`))
+	if used != "2 of 2 used" || !strings.HasPrefix(frees, "frees up in ") || fill != "100%" {
+		t.Errorf("capped recipient: %q, %q, bar width %q; want 2 of 2 used, frees up in, 100%%", used, frees, fill)
+	}
+
+	b.do(t, "asking to reset "+x,
+		chromedp.Click(push+`button.reset`),
+		chromedp.WaitVisible(push+`button.confirm-yes`),
+	)
+	confirmText := read(t, b, "the confirmation", chromedp.Text(push+`.confirm-text`))
+	if !strings.Contains(confirmText, "per_minute") || !strings.Contains(confirmText, "recipient = "+x) {
+		t.Errorf("the confirmation reads %q", confirmText)
+	}
+	b.do(t, "confirming the reset",
+		chromedp.Click(push+`button.confirm-yes`),
+		chromedp.WaitVisible(perMinute("0")),
+	)
+	used = read(t, b, "used", chromedp.Text(perMinute("0")+` .used`))
+	fill = read(t, b, "the bar", chromedp.Evaluate[string](`document.querySelector('`+perMinute("0")+` .fill').style.width`))
+	status := read(t, b, "the status", chromedp.Text(push+`.status.done`))
+	if used != "0 of 2 used" || fill != "0%" || status != "Reset per_minute." {
+		t.Errorf("after the reset: %q, bar width %q, status %q", used, fill, status)
+	}
+	expectStatus(t, g.send("/push", map[string]any{"to": x, "content": "hi"}), http.StatusOK)
+
+	const evil = `<script>alert(1)</script><img src=x onerror=alert(2)>`
+	expectStatus(t, g.send("/push", map[string]any{"to": evil, "content": "hi"}), http.StatusOK)
+	b.do(t, "looking up a recipient named with markup",
+		chromedp.SetValue(push+`input[name="recipient"]`, evil),
+		chromedp.Click(push+`button[type="submit"]`),
+		chromedp.WaitVisible(perMinute("1")),
+	)
+	heading := read(t, b, "the heading", chromedp.Text(push+`.for`))
+	injected := read(t, b, "injected elements", chromedp.Evaluate[int](`document.querySelectorAll("main script, main img").length`))
+	if heading != "Usage for recipient = "+evil {
+		t.Errorf("the heading reads %q, want the name as text", heading)
+	}
+	if injected != 0 {
+		t.Errorf("%d script or img elements made it into the page", injected)
+	}
+	b.do(t, "waiting for a dialog that must not open", chromedp.Sleep(300*time.Millisecond))
+	b.expectQuiet(t)
+}
