@@ -17,7 +17,12 @@ import (
 
 func init() {
 	httpcaddyfile.RegisterHandlerDirective("frequency_cap", parseCaddyfile)
-	httpcaddyfile.RegisterDirectiveOrder("frequency_cap", httpcaddyfile.Before, "reverse_proxy")
+	// After authentication, so a request that fails it spends nobody's
+	// quota, and before every directive that routes or answers (handle,
+	// handle_path, route, respond, reverse_proxy, ...), so the cap applies
+	// wherever it is written in a site block. Caddy's standard order puts
+	// forward_auth right after basic_auth: after it is after both.
+	httpcaddyfile.RegisterDirectiveOrder("frequency_cap", httpcaddyfile.After, "forward_auth")
 }
 
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
