@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/freqcap/caddy-freqcap/internal/redistest"
 )
 
@@ -23,14 +25,15 @@ func TestGoDecisionConflictFallsBackToScript(t *testing.T) {
 	at := mustParse(t, "2026-05-01T10:00:00Z")
 	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, GoBatchMin: 1})
 	defer s.Close()
-	other := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, ScriptOnly: true})
+	oc := redis.NewClient(c.Options())
+	defer oc.Close()
+	other := NewRedis(oc, RedisOptions{Timeout: 5 * time.Second, ScriptOnly: true})
 	defer other.Close()
-	s.beforeCommit = func() {
-		s.beforeCommit = nil
+	c.AddHook(&beforeCommit{f: func() {
 		if d := mustDecide(t, other, req(at, vals{"recipient": "ann", "content": "a"}, rules...)); !d.Allowed {
 			t.Errorf("the other gateway's decision was denied: %s", describe(d))
 		}
-	}
+	}})
 	d := mustDecide(t, s, req(at.Add(time.Millisecond), vals{"recipient": "ann", "content": "b"}, rules...))
 	if !d.Allowed || d.Results[0].Used != 2 {
 		t.Fatalf("want admitted with recipient_minute used 2 (the other's record and this one), got %s", describe(d))
@@ -41,6 +44,30 @@ func TestGoDecisionConflictFallsBackToScript(t *testing.T) {
 	u := mustUsage(t, s, req(at.Add(time.Second), vals{"recipient": "ann", "content": "a"}, rules...))
 	if u.Results[1].Used != 2 || u.Results[3].Used != 1 {
 		t.Fatalf("the log should hold both records, one for content a: %s", describe(u))
+	}
+}
+
+// beforeCommit is a client hook that runs f once, before the first
+// pipeline that carries a commit.lua write: between a batch's read and its
+// write.
+type beforeCommit struct {
+	once sync.Once
+	f    func()
+}
+
+func (h *beforeCommit) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *beforeCommit) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *beforeCommit) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if c.Name() != "evalsha" {
+				continue
+			}
+			if sha, _ := c.Args()[1].(string); sha == commitScript.Hash() {
+				h.once.Do(h.f)
+			}
+		}
+		return next(ctx, cmds)
 	}
 }
 
@@ -65,7 +92,7 @@ func TestGoDenialWritesNothing(t *testing.T) {
 // decodeBlob reads what encodeBlob writes, for every kind of sub-log the
 // script writes: plain, weighted, with tombs, with a floor, wide gaps.
 func TestBlobRoundTrip(t *testing.T) {
-	k := memKey{subs: []namedLog{
+	k := keyLogs{subs: []namedLog{
 		{id: []byte(""), subLog: subLog{retention: 86_400_000, entries: []entry{{1000, 1}, {5000, 1}, {9000, 1}}}},
 		{id: []byte("content=x"), subLog: subLog{retention: 59_000, entries: []entry{{7000, 3}, {8000, 1}}, tombs: []int64{7500}}},
 		{id: []byte("$coins"), subLog: subLog{retention: 100 * 86_400_000, entries: []entry{{1, 2}, {90 * 86_400_000, 5}}, floor: 1}},
@@ -75,7 +102,7 @@ func TestBlobRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got memKey
+	var got keyLogs
 	if err := decodeBlob(blob, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -99,13 +126,13 @@ func TestBlobRoundTrip(t *testing.T) {
 // A value that is not a log (truncated, or anything at all) is an error,
 // never a panic; what decodes encodes back to the same bytes' meaning.
 func FuzzDecodeBlob(f *testing.F) {
-	k := memKey{subs: []namedLog{{id: []byte("c=1"), subLog: subLog{retention: 60_000, entries: []entry{{10, 1}, {20, 4}}, tombs: []int64{15}, floor: 5}}}}
+	k := keyLogs{subs: []namedLog{{id: []byte("c=1"), subLog: subLog{retention: 60_000, entries: []entry{{10, 1}, {20, 4}}, tombs: []int64{15}, floor: 5}}}}
 	good, _ := encodeBlob(nil, &k)
 	f.Add(good)
 	f.Add(good[:len(good)-1])
 	f.Add([]byte("x"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var k memKey
+		var k keyLogs
 		if decodeBlob(b, &k) != nil {
 			return
 		}
@@ -113,7 +140,7 @@ func FuzzDecodeBlob(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var k2 memKey
+		var k2 keyLogs
 		if err := decodeBlob(again, &k2); err != nil {
 			t.Fatalf("re-encoded value does not decode: %v", err)
 		}
@@ -190,14 +217,14 @@ func TestCorruptKeyFailsOnlyItsDecisions(t *testing.T) {
 	at := mustParse(t, "2026-05-01T10:00:00Z")
 	var calls []*call
 	for _, who := range []string{"bad", "good"} {
-		p := getPlan()
-		if err := p.build("freqcap:", req(at, vals{"recipient": who, "content": "c"}, rules...), at); err != nil {
+		w := getRedisWork()
+		if err := w.plan.build("freqcap:", req(at, vals{"recipient": who, "content": "c"}, rules...), at); err != nil {
 			t.Fatal(err)
 		}
-		calls = append(calls, s.calls(p, "d", at.UnixMilli())...)
+		calls = append(calls, s.calls(w, opDecide, at.UnixMilli())...)
 	}
-	held := s.goRound(nil, calls) // one batch: read and decide
-	s.goRound(held, nil)          // its write
+	held := s.roundTrip(nil, calls) // one batch: read and decide
+	s.roundTrip(held, nil)          // its write
 	if calls[0].err == nil || !errors.Is(calls[0].err, ErrStore) {
 		t.Fatalf("the decision on the corrupt key: err %v, want ErrStore", calls[0].err)
 	}
