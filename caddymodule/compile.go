@@ -108,11 +108,11 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 	} else if rc.Window == 0 {
 		return compiledRule{}, fmt.Errorf("rule %s: needs a window or a calendar", rc.Name)
 	}
-	if err := r.Validate(); err != nil {
-		return compiledRule{}, err
-	}
 	if rc.Limit < 1 {
 		return compiledRule{}, fmt.Errorf("rule %s: limit must be at least 1, not %d", rc.Name, rc.Limit)
+	}
+	if err := r.Validate(); err != nil {
+		return compiledRule{}, err
 	}
 	if rc.Calendar != "" {
 		var err error
