@@ -84,7 +84,7 @@ func TestProvisionErrors(t *testing.T) {
 		{"bad on_missing", `{` + dims + `, "on_missing": "drop", "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `on_missing must be reject or skip`},
 		{"bad status", `{` + dims + `, "status_code": 302, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "status_code 302"},
 		{"negative max_body", `{` + dims + `, "max_body": -1, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "max_body must not be negative"},
-		{"bad name", `{"name": "my caps", ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `invalid name "my caps"`},
+		{"bad name", `{"name": "my caps", ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `name "my caps": invalid name`},
 		{"redis url and cluster", `{"redis": {"url": "redis://x:1", "cluster": true}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "url cannot be combined"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
