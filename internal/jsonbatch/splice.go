@@ -27,7 +27,9 @@ type Capped struct {
 //
 // so the sender gets one ticket per recipient, in order, and ok = true.
 // The upstream's tickets and every byte outside the "data" array are kept
-// as written; inside it, tickets are joined by a bare comma. Anything
+// as written; inside it, tickets are joined by a bare comma (the
+// whitespace between them goes). With nothing capped, the answer is
+// returned as it is. Anything
 // else (another status, another shape, another count, or capped
 // positions that repeat or fall outside [0, total)) returns answer
 // unchanged and ok = false, for the caller to pass on and count.
@@ -62,6 +64,9 @@ func SpliceExpo(status int, answer []byte, total int, capped []Capped) (out []by
 	}
 	if len(tickets) != total-len(capped) {
 		return answer, false
+	}
+	if len(capped) == 0 {
+		return answer, true
 	}
 	out = make([]byte, 0, len(answer)+len(capped)*160)
 	out = append(out, answer[:data+1]...)
