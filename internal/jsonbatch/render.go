@@ -63,6 +63,9 @@ func appendRendered(dst, b []byte, start, end int, k Kind) []byte {
 	v := b[start:end]
 	switch k {
 	case String:
+		if len(v) < 2 {
+			return dst // cut short: the document was not valid after all
+		}
 		if bytes.IndexByte(v, '\\') < 0 {
 			return append(dst, v[1:len(v)-1]...)
 		}
