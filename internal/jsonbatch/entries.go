@@ -77,8 +77,14 @@ func (p *Path) Enumerate(doc []byte, max int) (*Batch, error) {
 	}
 	b := &Batch{Doc: doc, Path: p}
 	if len(w.found) > 0 {
-		var t texts
-		t.ends = make([]int, 0, len(w.found))
+		// Rendered text is at most as long as the bytes it comes from
+		// (but for an object's escapes), so one buffer of their size
+		// holds it all without growing.
+		size := 0
+		for _, h := range w.found {
+			size += h.end - h.start
+		}
+		t := texts{buf: make([]byte, 0, size), ends: make([]int, 0, len(w.found))}
 		b.Entries = make([]Entry, len(w.found))
 		for i, h := range w.found {
 			e := &b.Entries[i]
