@@ -21,6 +21,7 @@ const (
 
 var kindNames = [...]string{"missing", "string", "number", "bool", "object", "array"}
 
+// String names the kind, as in "string" or "missing".
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
