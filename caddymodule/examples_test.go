@@ -15,7 +15,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/freqcap/caddy-freqcap/internal/redistest"
@@ -106,10 +105,10 @@ func startExample(t *testing.T, path string, up *upstream) *gateway {
 	if site == nil {
 		t.Fatalf("%s has no global options block", path)
 	}
-	port := freePort(t)
+	g := newGateway(t, "")
 	cfg := strings.Join(site, "\n")
 	for _, r := range []struct{ old, new string }{
-		{"\n:8080 {", fmt.Sprintf("\n:%d {", port)},
+		{"\n:8080 {", fmt.Sprintf("\n:%d {", g.port)},
 		{"reverse_proxy 127.0.0.1:9000", "reverse_proxy " + up.addr()},
 		{"\nhttp://:9000 {", fmt.Sprintf("\nhttp://:%d {", freePort(t))},
 	} {
@@ -118,13 +117,7 @@ func startExample(t *testing.T, path string, up *upstream) *gateway {
 		}
 		cfg = strings.Replace(cfg, r.old, r.new, 1)
 	}
-	g := &gateway{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), config: fmt.Sprintf(globals, adminPort(t)) + cfg}
-	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: adminPort(t)})
-	g.tester.InitServer(g.config, "caddyfile")
-	if t.Failed() {
-		t.FailNow()
-	}
-	client.CloseIdleConnections()
+	g.loadSites(cfg)
 	return g
 }
 

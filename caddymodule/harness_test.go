@@ -15,24 +15,36 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/caddyserver/caddy/v2"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	"github.com/freqcap/caddy-freqcap/internal/redistest"
 )
 
-// The end-to-end tests run one Caddy inside the test binary (caddytest
-// starts it on first use) and load a config per test through its admin
-// endpoint, so they run one after the other, never in parallel. The admin
-// endpoint gets a free port, not caddytest's fixed 2999, so that other test
-// binaries running at the same time cannot collide with this one.
-var admin struct {
-	once sync.Once
-	port int
+// The end-to-end tests run one Caddy inside the test binary, started on
+// first use, and load a config per test through its admin endpoint, so they
+// run one after the other, never in parallel. The admin endpoint gets a free
+// port, so that other test binaries running at the same time cannot collide
+// with this one.
+var inProcess struct {
+	once      sync.Once
+	adminPort int
+	err       error
 }
 
+// adminPort starts the in-process Caddy, serving only its admin endpoint,
+// unless it runs already, and returns the endpoint's port.
 func adminPort(t *testing.T) int {
-	admin.once.Do(func() { admin.port = freePort(t) })
-	return admin.port
+	t.Helper()
+	inProcess.once.Do(func() {
+		inProcess.adminPort = freePort(t)
+		cfg := fmt.Sprintf(`{"admin": {"listen": "localhost:%d", "config": {"persist": false}}}`, inProcess.adminPort)
+		inProcess.err = caddy.Load([]byte(cfg), true)
+	})
+	if inProcess.err != nil {
+		t.Fatalf("starting the in-process Caddy: %v", inProcess.err)
+	}
+	return inProcess.adminPort
 }
 
 func freePort(t *testing.T) int {
@@ -51,15 +63,20 @@ var prefixSeq atomic.Int64
 
 func testPrefix() string { return fmt.Sprintf("t%d:", prefixSeq.Add(1)) }
 
-// gateway is Caddy serving one site on a free port.
+// gateway is the in-process Caddy serving a site on a free port.
 type gateway struct {
-	t      *testing.T
-	tester *caddytest.Tester
-	url    string
-	config string
+	t    *testing.T
+	url  string
+	port int
+	// servers is the inside of the global servers block.
+	servers string
+	// sites are the site blocks of the config loaded last, the readiness
+	// site aside.
+	sites string
 }
 
-// globals is the global options block of every test config.
+// globals is the global options block of every test config: the admin
+// port, then the inside of a servers block (if any).
 const globals = `{
 	admin localhost:%d
 	persist_config off
@@ -67,54 +84,138 @@ const globals = `{
 	default_bind 127.0.0.1
 	grace_period 200ms
 	skip_install_trust
-}
+%s}
 `
+
+// readyHost names the site that every test config adds on the gateway's
+// port: it answers the config's generation, so that a test can tell when
+// the config it loaded serves. It is a site of its own, so that no cap of
+// the test's site and no route of it sees the polls, and log_skip keeps
+// them out of the access logs that tests read.
+const readyHost = "freqcap-ready.test"
+
+// generation numbers the configs loaded, across tests.
+var generation atomic.Int64
 
 // startGateway loads a config whose only site serves body (the inside of
 // the site block) on a free port.
 func startGateway(t *testing.T, body string) *gateway {
 	t.Helper()
-	g := &gateway{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
-	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: adminPort(t)})
+	return startGatewayWith(t, "", body)
+}
+
+// startGatewayWith is startGateway with options for the server (the inside
+// of the global servers block).
+func startGatewayWith(t *testing.T, serverOptions, body string) *gateway {
+	t.Helper()
+	g := newGateway(t, serverOptions)
 	g.load(body)
 	return g
 }
 
-// load replaces the running config with one serving body.
+// newGateway picks the gateway's port; nothing is loaded yet.
+func newGateway(t *testing.T, serverOptions string) *gateway {
+	t.Helper()
+	adminPort(t)
+	port := freePort(t)
+	return &gateway{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), port: port, servers: serverOptions}
+}
+
+// load replaces the running config with one whose only site serves body.
 func (g *gateway) load(body string) {
 	g.t.Helper()
-	g.config = fmt.Sprintf(globals, adminPort(g.t)) + fmt.Sprintf(":%s {\n%s\n}\n", g.url[strings.LastIndexByte(g.url, ':')+1:], body)
-	g.tester.InitServer(g.config, "caddyfile")
-	if g.t.Failed() {
-		g.t.FailNow()
-	}
-	g.settle()
+	g.loadSites(fmt.Sprintf(":%d {\n%s\n}\n", g.port, body))
 }
 
-// settle waits out the old server's grace period (200ms in globals): until
-// it has stopped, a new connection may still reach it and be closed.
-func (g *gateway) settle() {
-	time.Sleep(250 * time.Millisecond)
-	client.CloseIdleConnections()
+// loadSites replaces the running config with the given site blocks, one of
+// which serves the gateway's port.
+func (g *gateway) loadSites(sites string) {
+	g.t.Helper()
+	g.sites = sites
+	g.apply(false)
 }
 
-// reloadSame loads the current config again; Cache-Control: must-revalidate
-// makes Caddy provision it anew instead of noticing that nothing changed.
+// reloadSame loads the current sites again. Cache-Control: must-revalidate
+// makes Caddy provision them anew even if the config were unchanged; only
+// the readiness site's generation differs.
 func (g *gateway) reloadSame() {
 	g.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://localhost:%d/load", adminPort(g.t)), strings.NewReader(g.config))
-	req.Header.Set("Content-Type", "text/caddyfile")
-	req.Header.Set("Cache-Control", "must-revalidate")
-	res, err := http.DefaultClient.Do(req)
+	g.apply(true)
+}
+
+// apply loads g's sites under a new generation through the admin endpoint
+// and returns once the gateway's port serves that generation.
+func (g *gateway) apply(revalidate bool) {
+	g.t.Helper()
+	gen := strconv.FormatInt(generation.Add(1), 10)
+	servers := ""
+	if g.servers != "" {
+		servers = "\tservers {\n\t\t" + g.servers + "\n\t}\n"
+	}
+	config := fmt.Sprintf(globals, adminPort(g.t), servers) + g.sites +
+		fmt.Sprintf("\nhttp://%s:%d {\n\tlog_skip\n\trespond %q\n}\n", readyHost, g.port, gen)
+	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://localhost:%d/load", adminPort(g.t)), strings.NewReader(config))
 	if err != nil {
-		g.t.Fatalf("reloading: %v", err)
+		g.t.Fatal(err)
 	}
-	defer res.Body.Close()
+	req.Header.Set("Content-Type", "text/caddyfile")
+	if revalidate {
+		req.Header.Set("Cache-Control", "must-revalidate")
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		g.t.Fatalf("loading the config: %v", err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(res.Body)
-		g.t.Fatalf("reloading: %d %s", res.StatusCode, b)
+		g.t.Fatalf("loading the config: %d %s\n%s", res.StatusCode, b, config)
 	}
-	g.settle()
+	g.awaitGeneration(gen)
+}
+
+// readyClient asks the readiness site, on a new connection every time.
+var readyClient = &http.Client{
+	Transport: &http.Transport{DisableKeepAlives: true},
+	Timeout:   2 * time.Second,
+}
+
+// awaitGeneration polls the readiness site until it answers gen several
+// times in a row, each on a new connection, then drops the test client's
+// idle connections. Loading a config starts its servers, then has the old
+// ones shut down in the background: until the old listener (a socket of
+// its own on the same port) has closed, the kernel may hand a new
+// connection to either, and an idle connection to the old server is closed
+// within its grace period. Answers of the new generation in a row show the
+// old listener gone, and no request of the test reuses a connection to
+// the old server.
+func (g *gateway) awaitGeneration(gen string) {
+	g.t.Helper()
+	const inARow = 3
+	deadline := time.Now().Add(10 * time.Second)
+	wait, seen, last := time.Millisecond, 0, ""
+	for seen < inARow {
+		req, _ := http.NewRequest(http.MethodGet, g.url+"/", nil)
+		req.Host = readyHost
+		if res, err := readyClient.Do(req); err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			last = string(b)
+		} else {
+			last = err.Error()
+		}
+		if last == gen {
+			seen++
+			continue
+		}
+		seen = 0
+		if time.Now().After(deadline) {
+			g.t.Fatalf("generation %s of the config does not serve on %s; the last answer: %q", gen, g.url, last)
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+	client.CloseIdleConnections()
 }
 
 var client = &http.Client{Timeout: 10 * time.Second}

@@ -16,8 +16,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/caddyserver/caddy/v2/caddytest"
 )
 
 // Hostile input through a real in-process Caddy: bodies over, at and
@@ -36,23 +34,6 @@ func hsRule(name, by string, limit int) string {
 func hsRoute(path, redisLine string, lines ...string) string {
 	return fmt.Sprintf("\tfrequency_cap %s {\n\t\t%s\n\t\tkey_prefix %s\n\t\t%s\n\t}\n",
 		path, redisLine, testPrefix(), strings.Join(lines, "\n\t\t"))
-}
-
-// hsStartGateway is startGateway with options for the server (the inside
-// of the global servers block).
-func hsStartGateway(t *testing.T, serverOptions, body string) *gateway {
-	t.Helper()
-	g := &gateway{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
-	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: adminPort(t)})
-	g.config = strings.Replace(fmt.Sprintf(globals, adminPort(t)), "skip_install_trust\n",
-		"skip_install_trust\n\tservers {\n\t"+serverOptions+"\n\t}\n", 1) +
-		fmt.Sprintf(":%s {\n%s\n}\n", g.url[strings.LastIndexByte(g.url, ':')+1:], body)
-	g.tester.InitServer(g.config, "caddyfile")
-	if t.Failed() {
-		t.FailNow()
-	}
-	g.settle()
-	return g
 }
 
 // hsPadded is a JSON message to `to` of exactly n bytes.
@@ -312,7 +293,7 @@ func (u *hsStrictUpstream) counts() (whole, broken int) {
 func TestHostileTruncated(t *testing.T) {
 	const bound = 3 * time.Second
 	up := hsStartStrictUpstream(t)
-	g := hsStartGateway(t, "timeouts {\n\t\tread_body 1s\n\t}",
+	g := startGatewayWith(t, "timeouts {\n\t\tread_body 1s\n\t}",
 		hsRoute("/json", "", "dimension recipient {json.to}", hsRule("once", "recipient", 1))+
 			hsRoute("/stream", "", "refund_on 5xx", "dimension recipient {http.request.header.X-To}", hsRule("once", "recipient", 1))+
 			hsRoute("/plain", "", "dimension recipient {http.request.header.X-To}", hsRule("once", "recipient", 1))+
@@ -379,7 +360,7 @@ func TestHostileTruncated(t *testing.T) {
 func TestHostileHeaderValues(t *testing.T) {
 	eachBackend(t, func(t *testing.T, redisLine string) {
 		up := startUpstream(t)
-		g := hsStartGateway(t, "max_header_size 128KiB",
+		g := startGatewayWith(t, "max_header_size 128KiB",
 			hsRoute("", redisLine, "dimension recipient {http.request.header.X-To}", hsRule("once", "recipient", 1))+
 				"\treverse_proxy "+up.addr())
 
