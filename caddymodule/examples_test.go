@@ -1,4 +1,4 @@
-package caddymodule
+package caddymodule_test
 
 import (
 	"bytes"
@@ -130,9 +130,9 @@ func unique(name string) string { return fmt.Sprintf("%s-%d", name, time.Now().U
 func expectRetryAfter(t *testing.T, a *answer, rule, window string, want float64) {
 	t.Helper()
 	expectStatus(t, a, http.StatusTooManyRequests)
-	p := a.json(t)
-	if p["rule"] != rule || p["window"] != window {
-		t.Errorf("denied by %v over %v, want %s over %s", p["rule"], p["window"], rule, window)
+	p := a.problem(t)
+	if p.Rule != rule || p.Window != window {
+		t.Errorf("denied by %s over %s, want %s over %s", p.Rule, p.Window, rule, window)
 	}
 	got, _ := strconv.ParseFloat(a.header.Get("Retry-After"), 64)
 	if math.Abs(got-want) > 2 {
@@ -221,7 +221,7 @@ func testContentDedup(t *testing.T, path string) {
 
 	a := g.send("/v1/send", map[string]any{"to": alice, "content": "no channel"})
 	expectStatus(t, a, http.StatusBadRequest)
-	if a.json(t)["dimension"] != "channel" {
+	if a.failure(t).Dimension != "channel" {
 		t.Errorf("without X-Channel: %s", a.body)
 	}
 	if up.count() != 6 {
@@ -254,8 +254,8 @@ func testCoinBudget(t *testing.T, path string) {
 		t.Errorf("after 1000: remaining %q", a.header.Get("X-RateLimit-Remaining"))
 	}
 	expectStatus(t, grant(1), http.StatusTooManyRequests)
-	if a := grant("ten"); a.status != http.StatusBadRequest || a.json(t)["rule"] != "coins_month" {
-		t.Errorf("amount \"ten\": %d %s", a.status, a.body)
+	if f := expectFailure(t, grant("ten"), http.StatusBadRequest, ""); f.Rule != "coins_month" {
+		t.Errorf("amount \"ten\": refused naming rule %q, want coins_month", f.Rule)
 	}
 	if up.count() != 3 {
 		t.Errorf("the coin service got %d grants, want 3", up.count())
@@ -289,14 +289,4 @@ func testRecipientTimezone(t *testing.T, path string) {
 			t.Errorf("%s: usage %+v", tc.zone, u)
 		}
 	}
-}
-
-func secondsToNextMonth(t *testing.T, zone string) float64 {
-	loc, err := time.LoadLocation(zone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().In(loc)
-	y, m, _ := now.Date()
-	return math.Ceil(time.Date(y, m+1, 1, 0, 0, 0, 0, loc).Sub(now).Seconds())
 }

@@ -1,13 +1,13 @@
-package caddymodule
+package caddymodule_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
-	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,9 +17,31 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/freqcap/caddy-freqcap/internal/redistest"
 )
+
+// scratchDir is a directory that lives as long as the test binary: Caddy's
+// data and config directories, and the Caddy binary built for the tests
+// that run real Caddy processes.
+var scratchDir string
+
+// TestMain, for every test of the package (caddymodule's own tests run in
+// this binary too), keeps Caddy from writing into the user's Caddy data and
+// config directories.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "freqcap-caddy-")
+	if err != nil {
+		panic(err)
+	}
+	scratchDir = dir
+	os.Setenv("XDG_DATA_HOME", dir)
+	os.Setenv("XDG_CONFIG_HOME", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 // The end-to-end tests run one Caddy inside the test binary, started on
 // first use, and load a config per test through its admin endpoint, so they
@@ -220,22 +242,6 @@ func (g *gateway) awaitGeneration(gen string) {
 
 var client = &http.Client{Timeout: 10 * time.Second}
 
-// answer is a response read whole.
-type answer struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (a *answer) json(t *testing.T) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(a.body, &m); err != nil {
-		t.Fatalf("answer body is not JSON: %v: %s", err, a.body)
-	}
-	return m
-}
-
 // post sends body to path with the given content type and extra headers
 // ("Name: value").
 func (g *gateway) post(path, contentType, body string, headers ...string) *answer {
@@ -274,55 +280,6 @@ func (g *gateway) send(path string, msg map[string]any, headers ...string) *answ
 	return g.post(path, "application/json", string(b), headers...)
 }
 
-// upstream is a push provider that records what it receives. It answers
-// {"status":"queued"}, or the status named by the X-Want-Status header.
-type upstream struct {
-	*httptest.Server
-	mu   sync.Mutex
-	reqs []received
-}
-
-type received struct {
-	body          []byte
-	contentLength int64
-	header        http.Header
-}
-
-func startUpstream(t *testing.T) *upstream {
-	u := &upstream{}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		u.mu.Lock()
-		u.reqs = append(u.reqs, received{body: b, contentLength: r.ContentLength, header: r.Header.Clone()})
-		u.mu.Unlock()
-		w.Header().Set("X-Upstream", "push")
-		w.Header().Set("Content-Type", "application/json")
-		status := http.StatusOK
-		if s := r.Header.Get("X-Want-Status"); s != "" {
-			status, _ = strconv.Atoi(s)
-		}
-		w.WriteHeader(status)
-		io.WriteString(w, `{"status":"queued"}`)
-	}))
-	t.Cleanup(u.Close)
-	return u
-}
-
-// addr is the host:port reverse_proxy dials.
-func (u *upstream) addr() string { return u.Listener.Addr().String() }
-
-func (u *upstream) count() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.reqs)
-}
-
-func (u *upstream) last() received {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.reqs[len(u.reqs)-1]
-}
-
 // backend is a store the end-to-end tests run on: its redis line (empty
 // for memory).
 type backend struct {
@@ -342,10 +299,52 @@ func eachBackend(t *testing.T, f func(t *testing.T, redisLine string)) {
 	}
 }
 
-// expectStatus fails the test unless a has the status.
-func expectStatus(t *testing.T, a *answer, status int) {
-	t.Helper()
-	if a.status != status {
-		t.Fatalf("status %d, want %d; body %s", a.status, status, bytes.TrimSpace(a.body))
+// redisClient is a client to one Redis server, closed at the end of the
+// test.
+func redisClient(t *testing.T, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// percentile is the p-th (0 to 1) of sorted durations, to the millisecond.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
 	}
+	return sorted[int(p*float64(len(sorted)-1))].Round(time.Millisecond)
+}
+
+// ruleBlock is a rule block of a Caddyfile.
+func ruleBlock(name, by string, limit int) string {
+	return fmt.Sprintf("rule %s {\n\t\t\tby %s\n\t\t\tlimit %d\n\t\t\twindow 1m\n\t\t}", name, by, limit)
+}
+
+// capBlock is a frequency_cap directive for the paths matching path, with
+// its own key_prefix, the store line redisLine ("" for memory), and lines
+// of subdirectives.
+func capBlock(path, redisLine string, lines ...string) string {
+	return fmt.Sprintf("\tfrequency_cap %s {\n\t\t%s\n\t\tkey_prefix %s\n\t\t%s\n\t}\n",
+		path, redisLine, testPrefix(), strings.Join(lines, "\n\t\t"))
+}
+
+func secondsToMidnight(t *testing.T, zone string) float64 {
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().In(loc)
+	y, m, d := now.Date()
+	next := time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+	return math.Ceil(next.Sub(now).Seconds())
+}
+
+func secondsToNextMonth(t *testing.T, zone string) float64 {
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().In(loc)
+	y, m, _ := now.Date()
+	return math.Ceil(time.Date(y, m+1, 1, 0, 0, 0, 0, loc).Sub(now).Seconds())
 }
