@@ -240,6 +240,8 @@ func (g *gateway) awaitGeneration(gen string) {
 	client.CloseIdleConnections()
 }
 
+// client sends the tests' requests; a config load drops its idle
+// connections, so that none of them is reused on a server being replaced.
 var client = &http.Client{Timeout: 10 * time.Second}
 
 // post sends body to path with the given content type and extra headers
@@ -328,6 +330,8 @@ func capBlock(path, redisLine string, lines ...string) string {
 		path, redisLine, testPrefix(), strings.Join(lines, "\n\t\t"))
 }
 
+// secondsToMidnight is the Retry-After of a calendar-day denial now: the
+// whole seconds to the next midnight in zone.
 func secondsToMidnight(t *testing.T, zone string) float64 {
 	loc, err := time.LoadLocation(zone)
 	if err != nil {
@@ -339,6 +343,8 @@ func secondsToMidnight(t *testing.T, zone string) float64 {
 	return math.Ceil(next.Sub(now).Seconds())
 }
 
+// secondsToNextMonth is the Retry-After of a calendar-month denial now:
+// the whole seconds to the first of the next month in zone.
 func secondsToNextMonth(t *testing.T, zone string) float64 {
 	loc, err := time.LoadLocation(zone)
 	if err != nil {
