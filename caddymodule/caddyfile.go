@@ -17,7 +17,22 @@ import (
 
 func init() {
 	httpcaddyfile.RegisterHandlerDirective("frequency_cap", parseCaddyfile)
-	httpcaddyfile.RegisterDirectiveOrder("frequency_cap", httpcaddyfile.Before, "reverse_proxy")
+	// After authentication, so a request that fails it spends nobody's
+	// quota, and before every directive that routes or answers (handle,
+	// handle_path, route, respond, reverse_proxy, ...), so the cap applies
+	// wherever it is written in a site block. Caddy's standard order puts
+	// forward_auth right after basic_auth: after it is after both.
+	httpcaddyfile.RegisterDirectiveOrder("frequency_cap", httpcaddyfile.After, "forward_auth")
+
+	httpcaddyfile.RegisterHandlerDirective("frequency_cap_console", parseConsoleCaddyfile)
+	// Also after authentication, so the console is behind the site's auth
+	// without an order line, and before frequency_cap, so that a cap with
+	// no matcher never sees the console's requests (the page and its API
+	// carry no message: the cap would refuse them 400). Inserting after
+	// forward_auth once frequency_cap is there puts the console between
+	// the two; both are registered here, in this order, because Caddy lets
+	// a directive be ordered only against one of its standard directives.
+	httpcaddyfile.RegisterDirectiveOrder("frequency_cap_console", httpcaddyfile.After, "forward_auth")
 }
 
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
@@ -86,14 +101,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		var err error
 		switch sub {
 		case "name":
-			if h.Name, err = oneArg(d); err == nil && !limiter.ValidDimensionName(h.Name) {
-				err = d.Errf("name %q: a letter or '_', then letters, digits, '_', '.', '-'", h.Name)
+			if h.Name, err = oneArg(d); err == nil {
+				err = wrapLine(d, "name %w", limiter.CheckName(h.Name))
 			}
 		case "redis":
 			err = h.unmarshalRedis(d)
 		case "key_prefix":
-			if h.KeyPrefix, err = oneArg(d); err == nil && strings.ContainsAny(h.KeyPrefix, "{}") {
-				err = d.Errf("key_prefix %q must not contain { or }: the first dimension's value is the Redis Cluster hash tag", h.KeyPrefix)
+			if h.KeyPrefix, err = oneArg(d); err == nil {
+				err = wrapLine(d, "key_prefix %w", limiter.CheckPrefix(h.KeyPrefix))
 			}
 		case "on_error":
 			h.OnError, err = oneOf(d, OnErrorAllow, OnErrorDeny)
@@ -269,8 +284,8 @@ func (h *Handler) unmarshalDimension(d *caddyfile.Dispenser) error {
 		return d.ArgErr()
 	}
 	name, expr := args[0], args[1]
-	if !limiter.ValidDimensionName(name) {
-		return d.Errf("dimension %q: invalid name (a letter or '_', then letters, digits, '_', '.', '-')", name)
+	if err := limiter.CheckName(name); err != nil {
+		return d.Errf("dimension %w", err)
 	}
 	if strings.TrimSpace(expr) == "" {
 		return d.Errf("dimension %s: empty expression", name)
@@ -290,8 +305,8 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 		return nil, d.ArgErr()
 	}
 	rc := RuleConfig{Name: d.Val()}
-	if !limiter.ValidDimensionName(rc.Name) {
-		return nil, d.Errf("rule %q: invalid name (a letter or '_', then letters, digits, '_', '.', '-')", rc.Name)
+	if err := limiter.CheckName(rc.Name); err != nil {
+		return nil, d.Errf("rule %w", err)
 	}
 	if d.NextArg() {
 		return nil, d.ArgErr()
@@ -321,15 +336,10 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 			if len(rc.By) == 0 {
 				return nil, d.ArgErr()
 			}
-			for i, dim := range rc.By {
-				if !limiter.ValidDimensionName(dim) {
-					return nil, ruleErr("invalid dimension name " + strconv.Quote(dim))
-				}
-				for _, prev := range rc.By[:i] {
-					if prev == dim {
-						return nil, ruleErr("dimension " + dim + " listed twice")
-					}
-				}
+			if err := limiter.CheckDimensions(rc.By); err != nil {
+				return nil, d.Errf("rule %s: %w", rc.Name, err)
+			}
+			for _, dim := range rc.By {
 				if _, ok := h.Dimensions[dim]; !ok {
 					unknown = append(unknown, pendingDim{dim, ruleErr("unknown dimension " + strconv.Quote(dim) + " (declare it with dimension " + dim + " <placeholder>)")})
 				}
@@ -345,24 +355,17 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 			}
 			rc.Limit = n
 		case "window":
-			if seen["calendar"] {
-				return nil, ruleErr("window and calendar exclude each other")
-			}
 			if rc.Window, err = durationArg(d, "rule "+rc.Name+": window"); err != nil {
 				return nil, err
 			}
-			if rc.Window <= 0 {
-				return nil, ruleErr("window must be positive")
-			}
-			r := limiter.Rule{Name: rc.Name, By: []string{"x"}, Window: limiter.Window{Duration: time.Duration(rc.Window)}}
-			if err := r.Validate(); err != nil {
-				return nil, d.Err(err.Error())
+			if err := checkWindow(d, &rc); err != nil {
+				return nil, err
 			}
 		case "calendar":
-			if seen["window"] {
-				return nil, ruleErr("window and calendar exclude each other")
-			}
 			if err := unmarshalCalendar(d, &rc); err != nil {
+				return nil, err
+			}
+			if err := checkWindow(d, &rc); err != nil {
 				return nil, err
 			}
 		case "cost":
@@ -388,6 +391,16 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 	}
 	h.Rules = append(h.Rules, rc)
 	return unknown, nil
+}
+
+// checkWindow checks the window of rc as read so far (a window, a calendar
+// or both), reporting at the current line.
+func checkWindow(d *caddyfile.Dispenser, rc *RuleConfig) error {
+	w := limiter.Window{Duration: time.Duration(rc.Window)}
+	if rc.Calendar != "" {
+		w.Unit, _ = limiter.ParseUnit(rc.Calendar) // unmarshalCalendar checked it
+	}
+	return wrapLine(d, "rule "+rc.Name+": %w", w.Validate())
 }
 
 func unmarshalCalendar(d *caddyfile.Dispenser, rc *RuleConfig) error {
@@ -417,6 +430,15 @@ func unmarshalCalendar(d *caddyfile.Dispenser, rc *RuleConfig) error {
 		}
 	}
 	return nil
+}
+
+// wrapLine wraps err, when there is one, with what it concerns (format has
+// one %w) and the current line.
+func wrapLine(d *caddyfile.Dispenser, format string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return d.Errf(format, err)
 }
 
 func oneArg(d *caddyfile.Dispenser) (string, error) {

@@ -35,8 +35,8 @@ type compiledRule struct {
 func (h *Handler) compile() error {
 	names := make([]string, 0, len(h.Dimensions))
 	for name, expr := range h.Dimensions {
-		if !limiter.ValidDimensionName(name) {
-			return fmt.Errorf("dimension %q: invalid name (a letter or '_', then letters, digits, '_', '.', '-')", name)
+		if err := limiter.CheckName(name); err != nil {
+			return fmt.Errorf("dimension %w", err)
 		}
 		if strings.TrimSpace(expr) == "" {
 			return fmt.Errorf("dimension %s: empty expression", name)
@@ -93,39 +93,34 @@ func (h *Handler) compile() error {
 	return nil
 }
 
-// compileRule checks one rule's own fields.
+// compileRule checks one rule's own fields: limiter.Rule.Validate checks
+// what the engine needs (name, dimensions, window), and this what the
+// config adds.
 func compileRule(rc *RuleConfig) (compiledRule, error) {
-	if !limiter.ValidDimensionName(rc.Name) {
-		return compiledRule{}, fmt.Errorf("rule %q: invalid name (a letter or '_', then letters, digits, '_', '.', '-')", rc.Name)
-	}
-	if len(rc.By) == 0 {
-		return compiledRule{}, fmt.Errorf("rule %s: no dimensions (by)", rc.Name)
-	}
-	if rc.Limit < 1 {
-		return compiledRule{}, fmt.Errorf("rule %s: limit must be at least 1, not %d", rc.Name, rc.Limit)
-	}
-	r := &limiter.Rule{Name: rc.Name, By: rc.By, Limit: rc.Limit}
+	r := &limiter.Rule{Name: rc.Name, By: rc.By, Limit: rc.Limit, Window: limiter.Window{Duration: time.Duration(rc.Window)}}
 	cr := compiledRule{rule: r, cost: 1}
-
-	switch {
-	case rc.Window != 0 && rc.Calendar != "":
-		return compiledRule{}, fmt.Errorf("rule %s: window and calendar exclude each other", rc.Name)
-	case rc.Window != 0:
-		if rc.Zone != "" || rc.FallbackZone != "" {
-			return compiledRule{}, fmt.Errorf("rule %s: a zone needs a calendar window", rc.Name)
-		}
-		r.Window.Duration = time.Duration(rc.Window)
-	case rc.Calendar != "":
+	if rc.Calendar != "" {
 		unit, err := limiter.ParseUnit(rc.Calendar)
 		if err != nil {
 			return compiledRule{}, fmt.Errorf("rule %s: %w", rc.Name, err)
 		}
 		r.Window.Unit = unit
+	} else if rc.Window == 0 {
+		return compiledRule{}, fmt.Errorf("rule %s: needs a window or a calendar", rc.Name)
+	}
+	if rc.Limit < 1 {
+		return compiledRule{}, fmt.Errorf("rule %s: limit must be at least 1, not %d", rc.Name, rc.Limit)
+	}
+	if err := r.Validate(); err != nil {
+		return compiledRule{}, err
+	}
+	if rc.Calendar != "" {
+		var err error
 		if r.Window.Zone, cr.zoneExpr, err = ruleZone(rc); err != nil {
 			return compiledRule{}, err
 		}
-	default:
-		return compiledRule{}, fmt.Errorf("rule %s: needs a window or a calendar", rc.Name)
+	} else if rc.Zone != "" || rc.FallbackZone != "" {
+		return compiledRule{}, fmt.Errorf("rule %s: a zone needs a calendar window", rc.Name)
 	}
 
 	switch {
@@ -140,10 +135,6 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 		}
 		cr.cost = n
 		r.Weight = rc.Cost
-	}
-
-	if err := r.Validate(); err != nil {
-		return compiledRule{}, err
 	}
 	return cr, nil
 }

@@ -8,13 +8,8 @@ import (
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
-func init() {
-	httpcaddyfile.RegisterHandlerDirective("frequency_cap_console", parseConsoleCaddyfile)
-	// After basic_auth and forward_auth, so that the console is behind
-	// the site's authentication without an order line; before respond and
-	// reverse_proxy, which would otherwise answer its paths.
-	httpcaddyfile.RegisterDirectiveOrder("frequency_cap_console", httpcaddyfile.Before, "respond")
-}
+// The directive frequency_cap_console is registered and ordered in
+// caddyfile.go, next to frequency_cap, which it must precede.
 
 func parseConsoleCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	c := new(Console)

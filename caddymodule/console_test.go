@@ -1,29 +1,63 @@
-package caddymodule
+package caddymodule_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/caddyauth"
+
+	"github.com/freqcap/caddy-freqcap/caddymodule"
 )
 
 // consoleUser and consolePassword sign in to the console of the tests.
 const consoleUser, consolePassword = "support", "s3cret-console"
 
+// consoleHash is consolePassword's bcrypt hash at the lowest cost, so
+// that checking it costs the tests nothing (as senderHash in layout_test).
+const consoleHash = "$2a$04$kLzfzyhjZ5sz/WtexKG06uEj1Guugt.W8Oqp/LNbXw7/K6Uamx9hq"
+
 // basicAuthBlock is a basic_auth directive for consoleUser on matcher.
-func basicAuthBlock(t *testing.T, matcher string) string {
+func basicAuthBlock(matcher string) string {
+	return fmt.Sprintf("basic_auth %s {\n\t\t%s %s\n\t}", matcher, consoleUser, consoleHash)
+}
+
+// capSetList is the console's answer to GET .../api/capsets.
+type capSetList struct {
+	ReadOnly bool          `json:"read_only"`
+	CapSets  []capSetEntry `json:"capsets"`
+}
+
+// capSetEntry is one cap set in a capSetList.
+type capSetEntry struct {
+	Name       string      `json:"name"`
+	Store      string      `json:"store"`
+	DryRun     bool        `json:"dry_run"`
+	Dimensions []string    `json:"dimensions"`
+	Zoned      bool        `json:"zoned"`
+	Rules      []ruleEntry `json:"rules"`
+}
+
+// ruleEntry is one rule of a capSetEntry.
+type ruleEntry struct {
+	Rule   string   `json:"rule"`
+	By     []string `json:"by"`
+	Limit  int64    `json:"limit"`
+	Window string   `json:"window"`
+}
+
+// consolePage is the page the console serves: console.html, embedded.
+func consolePage(t *testing.T) []byte {
 	t.Helper()
-	hash, err := caddyauth.BcryptHash{}.Hash([]byte(consolePassword))
+	b, err := os.ReadFile("console.html")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf("basic_auth %s {\n\t\t%s %s\n\t}", matcher, consoleUser, hash)
+	return b
 }
 
 // consoleDo sends a request to the gateway, signed in unless anonymous, with
@@ -58,8 +92,8 @@ func (g *gateway) consoleUsage(path string) map[string]ruleUsage {
 	g.t.Helper()
 	a := g.consoleDo(http.MethodGet, path, true)
 	expectStatus(g.t, a, http.StatusOK)
-	var u usageAnswer
-	if err := json.Unmarshal(a.body, &u); err != nil {
+	var u usage
+	if err := decodeStrict(a.body, &u); err != nil {
 		g.t.Fatalf("usage answer %s: %v", a.body, err)
 	}
 	out := make(map[string]ruleUsage, len(u.Rules))
@@ -108,7 +142,7 @@ func consoleSite(t *testing.T, redisLine, upstream, consoleBlock string) string 
 			calendar day {json.tz} Asia/Shanghai
 		}
 	}
-	reverse_proxy %s`, basicAuthBlock(t, "/support/*"), basicAuthBlock(t, "/ops/*"), consoleBlock, redisLine, testPrefix(), testPrefix(), upstream)
+	reverse_proxy %s`, basicAuthBlock("/support/*"), basicAuthBlock("/ops/*"), consoleBlock, redisLine, testPrefix(), testPrefix(), upstream)
 }
 
 // TestConsoleAPI proves the console's JSON endpoints through a real Caddy,
@@ -131,7 +165,7 @@ func TestConsoleAPI(t *testing.T) {
 			a := g.consoleDo(http.MethodGet, mount+"/api/capsets", true)
 			expectStatus(t, a, http.StatusOK)
 			var list capSetList
-			if err := json.Unmarshal(a.body, &list); err != nil {
+			if err := decodeStrict(a.body, &list); err != nil {
 				t.Fatalf("%s: %v", a.body, err)
 			}
 			store := "memory"
@@ -173,7 +207,8 @@ func TestConsoleAPI(t *testing.T) {
 
 		a := g.consoleDo(http.MethodDelete, "/ops/api/capsets/push/usage?recipient="+x, true)
 		expectStatus(t, a, http.StatusOK)
-		if m := a.json(t); m["name"] != "push" || !reflect.DeepEqual(m["reset"], []any{"per_minute"}) {
+		var r reset
+		if err := decodeStrict(a.body, &r); err != nil || r.Name != "push" || !reflect.DeepEqual(r.Reset, []string{"per_minute"}) {
 			t.Errorf("DELETE answered %s", a.body)
 		}
 		u := g.consoleUsage("/support/api/capsets/push/usage?" + q)
@@ -223,7 +258,7 @@ func TestConsoleErrors(t *testing.T) {
 		if tc.reason == "" {
 			continue
 		}
-		if reason, _ := a.json(t)["error"].(string); !strings.Contains(reason, tc.reason) {
+		if reason := a.failure(t).Error; !strings.Contains(reason, tc.reason) {
 			t.Errorf("%s %s: reason %q, want one containing %q", tc.method, tc.path, reason, tc.reason)
 		}
 	}
@@ -237,6 +272,7 @@ func TestConsoleErrors(t *testing.T) {
 func TestConsolePage(t *testing.T) {
 	up := startUpstream(t)
 	g := startGateway(t, consoleSite(t, "", up.addr(), ""))
+	consolePage := consolePage(t)
 	for _, path := range []string{"/support/", "/support/index.html", "/ops/"} {
 		a := g.consoleDo(http.MethodGet, path, true)
 		expectStatus(t, a, http.StatusOK)
@@ -281,8 +317,8 @@ func TestConsoleScoped(t *testing.T) {
 	a := g.consoleDo(http.MethodGet, "/support/api/capsets", true)
 	expectStatus(t, a, http.StatusOK)
 	var list capSetList
-	if err := json.Unmarshal(a.body, &list); err != nil {
-		t.Fatal(err)
+	if err := decodeStrict(a.body, &list); err != nil {
+		t.Fatalf("%s: %v", a.body, err)
 	}
 	if !list.ReadOnly || len(list.CapSets) != 1 || list.CapSets[0].Name != "push" {
 		t.Errorf("the scoped console lists %s", a.body)
@@ -291,46 +327,18 @@ func TestConsoleScoped(t *testing.T) {
 	expectStatus(t, g.consoleDo(http.MethodGet, "/support/api/capsets/push/usage?recipient=a", true), http.StatusOK)
 	d := g.consoleDo(http.MethodDelete, "/support/api/capsets/push/usage?recipient=a", true)
 	expectStatus(t, d, http.StatusForbidden)
-	if reason, _ := d.json(t)["error"].(string); !strings.Contains(reason, "read-only") {
+	if reason := d.failure(t).Error; !strings.Contains(reason, "read-only") {
 		t.Errorf("read-only reset refused with %q", reason)
 	}
 	// The other mount has no scope.
 	expectStatus(t, g.consoleDo(http.MethodGet, "/ops/api/capsets/local/usage?recipient=a", true), http.StatusOK)
 }
 
-// TestConsoleRoute proves how the end of a path picks the endpoint.
-func TestConsoleRoute(t *testing.T) {
-	for _, tc := range []struct {
-		path string
-		want consoleEndpoint
-		name string
-	}{
-		{"/", endpointPage, ""},
-		{"", endpointPage, ""},
-		{"/support", endpointPage, ""},
-		{"/support/", endpointPage, ""},
-		{"/a/b/index.html", endpointPage, ""},
-		{"/api/capsets", endpointCapSets, ""},
-		{"/support/api/capsets/", endpointCapSets, ""},
-		{"/support/api/capsets/push/usage", endpointUsage, "push"},
-		{"/api/capsets/a.b-c/usage", endpointUsage, "a.b-c"},
-		{"/api/capsets//usage", endpointUnknown, ""},
-		{"/api/capsets/push/used", endpointUnknown, ""},
-		{"/api", endpointUnknown, ""},
-		{"/support/api/x/y", endpointUnknown, ""},
-	} {
-		got, name := consoleRoute(tc.path)
-		if got != tc.want || name != tc.name {
-			t.Errorf("%q: %v %q, want %v %q", tc.path, got, name, tc.want, tc.name)
-		}
-	}
-}
-
 // TestConsoleUnmarshalCaddyfile proves the console's Caddyfile grammar.
 func TestConsoleUnmarshalCaddyfile(t *testing.T) {
 	for _, tc := range []struct {
 		input string
-		want  Console
+		want  caddymodule.Console
 		err   string
 	}{
 		{input: `frequency_cap_console`},
@@ -339,7 +347,7 @@ func TestConsoleUnmarshalCaddyfile(t *testing.T) {
 		{input: `frequency_cap_console {
 			cap_sets push sms
 			read_only
-		}`, want: Console{CapSets: []string{"push", "sms"}, ReadOnly: true}},
+		}`, want: caddymodule.Console{CapSets: []string{"push", "sms"}, ReadOnly: true}},
 		{input: `frequency_cap_console extra`, err: "wrong argument count"},
 		{input: `frequency_cap_console {
 			cap_sets
@@ -358,7 +366,7 @@ func TestConsoleUnmarshalCaddyfile(t *testing.T) {
 			theme dark
 		}`, err: `unrecognized subdirective "theme"`},
 	} {
-		var got Console
+		var got caddymodule.Console
 		err := got.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
 		switch {
 		case tc.err == "" && err != nil:
@@ -368,5 +376,40 @@ func TestConsoleUnmarshalCaddyfile(t *testing.T) {
 		case tc.err == "" && !reflect.DeepEqual(got, tc.want):
 			t.Errorf("%s: %+v, want %+v", tc.input, got, tc.want)
 		}
+	}
+}
+
+// TestConsoleBesideSiteWideCap proves the directive orders need no order
+// line when the cap has no matcher: frequency_cap orders itself after
+// forward_auth, and the console still answers its own paths (the cap sees
+// none of them, so the page and the API get no 400 for a missing
+// recipient and spend no quota), while sends elsewhere are capped.
+func TestConsoleBesideSiteWideCap(t *testing.T) {
+	up := startUpstream(t)
+	g := startGateway(t, fmt.Sprintf(`
+	%s
+	frequency_cap_console /support/*
+	frequency_cap {
+		name site
+		key_prefix %s
+		dimension recipient {json.to}
+		rule per_minute {
+			by     recipient
+			limit  1
+			window 1m
+		}
+	}
+	reverse_proxy %s`, basicAuthBlock("/support/*"), testPrefix(), up.addr()))
+	expectStatus(t, g.consoleDo(http.MethodGet, "/support/", false), http.StatusUnauthorized)
+	expectStatus(t, g.consoleDo(http.MethodGet, "/support/", true), http.StatusOK)
+	expectStatus(t, g.consoleDo(http.MethodGet, "/support/api/capsets", true), http.StatusOK)
+	expectStatus(t, g.send("/send", map[string]any{"to": "erin"}), http.StatusOK)
+	expectStatus(t, g.send("/send", map[string]any{"to": "erin"}), http.StatusTooManyRequests)
+	u := g.consoleUsage("/support/api/capsets/site/usage?recipient=erin")
+	expectUsage(t, u, map[string][2]int64{"per_minute": {1, 0}})
+	expectStatus(t, g.consoleDo(http.MethodDelete, "/support/api/capsets/site/usage?recipient=erin", true), http.StatusOK)
+	expectStatus(t, g.send("/send", map[string]any{"to": "erin"}), http.StatusOK)
+	if n := up.count(); n != 2 {
+		t.Errorf("the upstream received %d requests, want the 2 admitted sends", n)
 	}
 }

@@ -1,4 +1,4 @@
-package caddymodule
+package caddymodule_test
 
 import (
 	"bufio"
@@ -458,7 +458,7 @@ func TestMonitoringExamples(t *testing.T) {
 	_, text := scrape(t)
 	exp := parseExposition(t, text)
 	// The traffic above gave every outcome a series of its own.
-	for _, outcome := range []string{outcomeAllowed, outcomeDenied, outcomeDryRunDeny, outcomeError} {
+	for _, outcome := range []string{"allowed", "denied", "dry_run_deny", "error"} {
 		if !exp["caddy_frequency_cap_decisions_total"]["outcome"][outcome] {
 			t.Errorf("no decisions series has outcome %q", outcome)
 		}
