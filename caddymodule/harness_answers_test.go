@@ -18,7 +18,7 @@ type answer struct {
 }
 
 // problem is a denial's body as a client reads it: application/problem+json
-// (RFC 9457) with the members the README documents.
+// (RFC 9457) with the members docs/configuration.md documents.
 type problem struct {
 	Type       string      `json:"type"`
 	Title      string      `json:"title"`

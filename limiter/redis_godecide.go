@@ -16,7 +16,7 @@ import (
 // decisions is made in Go between one read (TIME and MGET) and one
 // compare-and-set write (lua/commit.lua), with the algorithm the memory
 // store runs. Redis then only copies bytes: about a third of the CPU that
-// deciding in freqcap.lua costs it (see the README's Performance section).
+// deciding in freqcap.lua costs it (see docs/performance.md).
 // When the write finds a key changed since the read, nothing was written and
 // the batch is decided again in freqcap.lua, which cannot conflict.
 

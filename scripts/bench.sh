@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces every performance figure of the README, side by side in one
+# Reproduces every figure of docs/performance.md, side by side in one
 # run, on this machine (2 cores: Redis is pinned to core 0, the clients to
 # core 1). Takes about 45 minutes with the defaults; RECIPIENTS=20000 RUNS=1
 # makes a quick check of it. BASELINE=<git revision> also compares that
