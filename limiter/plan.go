@@ -43,7 +43,9 @@ func (p *plan) sub(s *section) []byte { return p.buf[s.k1:s.s1] }
 
 type planRule struct {
 	check  int
-	limit  int64
+	limit  int64    // what the store decides with (see policy.go)
+	want   int64    // what the request is held to and answered
+	waived bool     // a shadow check or an exempt request: never refuses
 	window int64    // ms; 0 for a calendar rule
 	bounds [4]int64 // calendar period starts, ms since the epoch
 }
@@ -190,7 +192,7 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 			}
 			c := &req.Checks[i]
 			r := c.Rule
-			pr := planRule{check: i, limit: r.Limit}
+			pr := newPlanRule(i, req, c)
 			if r.Window.IsCalendar() {
 				zone := c.Zone
 				if zone == nil {
@@ -308,20 +310,12 @@ func (p *plan) finish(req *Request, now int64, admitted bool) *Decision {
 	d, idRoom := newDecision(len(req.Checks))
 	d.Allowed, d.Denier, d.Now = admitted, -1, time.UnixMilli(now)
 	for k, pr := range p.rules {
-		r := p.raw[k]
 		res := &d.Results[pr.check]
 		res.Rule = req.Checks[pr.check].Rule
-		res.Limit = pr.limit
-		res.Used = r.used
-		res.Remaining = max(0, pr.limit-r.used)
-		res.Reset = time.Duration(r.reset) * time.Millisecond
-		res.Denied = !r.ok
-		if res.Denied {
-			res.RetryAfter = time.Duration(r.retry) * time.Millisecond
-		}
+		pr.answer(res, p.raw[k], &p.sections[p.checkSec[pr.check]])
 	}
 	for i := range d.Results {
-		if d.Results[i].Denied && (d.Denier < 0 || d.Results[i].RetryAfter > d.RetryAfter) {
+		if d.Results[i].Denied && !d.Results[i].Waived && (d.Denier < 0 || d.Results[i].RetryAfter > d.RetryAfter) {
 			d.Denier, d.RetryAfter = i, d.Results[i].RetryAfter
 		}
 	}
