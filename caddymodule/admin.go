@@ -8,6 +8,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
 func init() {
@@ -25,12 +27,15 @@ func init() {
 // GET answers {"name": ..., "rules": [{"rule", "by", "limit", "window",
 // "used", "remaining", "reset_after"}, ...]} without recording anything
 // (reset_after: seconds until the next unit frees up, or until the
-// calendar period ends). DELETE forgets the records of the selected rules
+// calendar period ends); a quiet rule answers "quiet" (whether its range
+// holds the recipient's time now) and "quiet_until" (seconds until the
+// range ends, 0 when not quiet), with limit, used and remaining 0. DELETE
+// skips quiet rules, which record nothing. DELETE forgets the records of the selected rules
 // (and of any rule that shares their record log: the same dimensions and
 // cost) and answers {"name": ..., "reset": [rules]}.
 //
 // The optional parameter zone (an IANA zone) says in which zone to count
-// the rules whose calendar zone is a placeholder such as {json.tz}; by
+// the rules (calendar or quiet) whose zone is a placeholder such as {json.tz}; by
 // default their fallback zone is used, as for a request that names none.
 // When a handler has a dimension named zone, the parameter is that
 // dimension's value instead.
@@ -85,15 +90,17 @@ func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), max(cs.timeout, adminTimeout))
 	defer cancel()
 	if r.Method == http.MethodDelete {
-		start := time.Now()
-		err := cs.store.Reset(ctx, req)
-		newStoreOp(cs.name, opReset).observe(start, err)
-		if err != nil {
-			return storeUnavailable(w, err)
+		if len(req.Checks) > 0 {
+			start := time.Now()
+			err := cs.store.Reset(ctx, req)
+			newStoreOp(cs.name, opReset).observe(start, err)
+			if err != nil {
+				return storeUnavailable(w, err)
+			}
 		}
-		rules := make([]string, len(q.rules))
-		for i, cr := range q.rules {
-			rules[i] = cr.rule.Name
+		rules := make([]string, len(req.Checks))
+		for i, c := range req.Checks {
+			rules[i] = c.Rule.Name
 		}
 		fields := []zap.Field{zap.String("handler", cs.name), zap.Strings("rules", rules)}
 		if cs.logValues {
@@ -106,15 +113,36 @@ func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 		}{cs.name, rules})
 	}
 
-	start := time.Now()
-	d, err := cs.store.Usage(ctx, req)
-	newStoreOp(cs.name, opUsage).observe(start, err)
-	if err != nil {
-		return storeUnavailable(w, err)
+	d := &limiter.Decision{}
+	if len(req.Checks) > 0 {
+		start := time.Now()
+		var err error
+		d, err = cs.store.Usage(ctx, req)
+		newStoreOp(cs.name, opUsage).observe(start, err)
+		if err != nil {
+			return storeUnavailable(w, err)
+		}
 	}
-	out := usageAnswer{Name: cs.name, Rules: make([]ruleUsage, len(d.Results))}
-	for i, res := range d.Results {
-		out.Rules[i] = ruleUsage{
+	out := usageAnswer{Name: cs.name, Rules: make([]ruleUsage, 0, len(q.rules))}
+	now := time.Now()
+	for _, cr := range q.rules {
+		if qr := cr.rule.Quiet; qr != nil {
+			c := q.check(cr)
+			until, quiet := qr.Until(now, c.Zone)
+			secs := ceilSeconds(until)
+			out.Rules = append(out.Rules, ruleUsage{
+				Rule:       cr.rule.Name,
+				By:         cr.rule.By,
+				Window:     windowOf(&c),
+				ResetAfter: secs,
+				Quiet:      &quiet,
+				QuietUntil: &secs,
+			})
+			continue
+		}
+		i := len(out.Rules) - quietBefore(out.Rules)
+		res := d.Results[i]
+		out.Rules = append(out.Rules, ruleUsage{
 			Rule:       res.Rule.Name,
 			By:         res.Rule.By,
 			Limit:      res.Limit,
@@ -122,9 +150,20 @@ func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 			Used:       res.Used,
 			Remaining:  res.Remaining,
 			ResetAfter: ceilSeconds(res.Reset),
-		}
+		})
 	}
 	return writeJSON(w, http.StatusOK, "application/json", out)
+}
+
+// quietBefore counts the quiet rules among rules.
+func quietBefore(rules []ruleUsage) int {
+	n := 0
+	for _, r := range rules {
+		if r.Quiet != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // usageAnswer is the body of a GET.
@@ -141,6 +180,10 @@ type ruleUsage struct {
 	Used       int64    `json:"used"`
 	Remaining  int64    `json:"remaining"`
 	ResetAfter int64    `json:"reset_after"`
+	// Quiet and QuietUntil are a quiet rule's only: whether its range
+	// holds now, and the seconds until that range ends (0 when not quiet).
+	Quiet      *bool  `json:"quiet,omitempty"`
+	QuietUntil *int64 `json:"quiet_until,omitempty"`
 }
 
 func storeUnavailable(w http.ResponseWriter, err error) error {

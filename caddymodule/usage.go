@@ -86,21 +86,30 @@ rules:
 	return q, nil
 }
 
-// request is the store request of the query: every selected rule with cost
-// 0, so that Usage records nothing.
+// request is the store request of the query: every selected rule that
+// counts (quiet rules do not), with cost 0, so that Usage records nothing.
+// A rule whose limit is a placeholder is held to its fallback (without
+// one, to the largest limit a request may set).
 func (q *usageQuery) request() *limiter.Request {
-	req := &limiter.Request{Checks: make([]limiter.Check, len(q.rules))}
-	for i, cr := range q.rules {
-		c := limiter.Check{Rule: cr.rule, Values: make([]string, len(cr.dims))}
-		for j, di := range cr.dims {
-			c.Values[j] = q.values[q.cs.dims[di].name]
+	req := &limiter.Request{Checks: make([]limiter.Check, 0, len(q.rules))}
+	for _, cr := range q.rules {
+		if cr.rule.Quiet == nil {
+			req.Checks = append(req.Checks, q.check(cr))
 		}
-		if cr.zoneExpr != "" {
-			c.Zone = q.zone
-		}
-		req.Checks[i] = c
 	}
 	return req
+}
+
+// check is the query's check of one selected rule.
+func (q *usageQuery) check(cr *compiledRule) limiter.Check {
+	c := limiter.Check{Rule: cr.rule, Values: make([]string, len(cr.dims)), Limit: cr.limitFallback}
+	for j, di := range cr.dims {
+		c.Values[j] = q.values[q.cs.dims[di].name]
+	}
+	if cr.zoneExpr != "" {
+		c.Zone = q.zone
+	}
+	return c
 }
 
 func (cs *capSet) dimensionNames() []string {

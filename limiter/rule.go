@@ -120,6 +120,11 @@ type Rule struct {
 	// same dimensions and the same Weight share one record log; "" counts
 	// requests.
 	Weight string
+	// Quiet, when set, makes this a quiet rule: it denies every request in
+	// the quiet range and counts nothing, so its caller decides it (see
+	// Quiet.Until) and no store ever sees it; Limit, Window and Weight are
+	// unused, and By may be empty.
+	Quiet *Quiet
 }
 
 var dimensionName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`)
