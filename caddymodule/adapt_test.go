@@ -1,4 +1,4 @@
-package caddymodule
+package caddymodule_test
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/freqcap/caddy-freqcap/caddymodule"
 )
 
 // TestCaddyfileAdapt proves that each testdata/*.caddyfiletest Caddyfile
@@ -48,11 +50,11 @@ func TestCaddyfileAdapt(t *testing.T) {
 				t.Fatal("no frequency_cap handler in the expected JSON")
 			}
 			for _, raw := range handlers {
-				var h Handler
+				var h caddymodule.Handler
 				dec := json.NewDecoder(bytes.NewReader(raw))
 				dec.DisallowUnknownFields()
 				if err := dec.Decode(&struct {
-					*Handler
+					*caddymodule.Handler
 					Name string `json:"handler"`
 				}{Handler: &h}); err != nil {
 					t.Fatalf("decoding handler JSON: %v", err)

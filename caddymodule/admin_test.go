@@ -1,74 +1,13 @@
-package caddymodule
+package caddymodule_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
 )
-
-// adminDo sends a request to the running Caddy's admin endpoint.
-func adminDo(t *testing.T, method, path string) *answer {
-	t.Helper()
-	req, err := http.NewRequest(method, fmt.Sprintf("http://localhost:%d%s", adminPort(t), path), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatalf("reading answer: %v", err)
-	}
-	return &answer{status: res.StatusCode, header: res.Header, body: b}
-}
-
-// usageOf GETs the usage and returns it by rule.
-func usageOf(t *testing.T, name, query string) map[string]ruleUsage {
-	t.Helper()
-	a := adminDo(t, http.MethodGet, "/frequency_cap/"+name+"/usage?"+query)
-	expectStatus(t, a, http.StatusOK)
-	if ct := a.header.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("Content-Type %q", ct)
-	}
-	var u usageAnswer
-	if err := json.Unmarshal(a.body, &u); err != nil {
-		t.Fatalf("usage answer %s: %v", a.body, err)
-	}
-	if u.Name != name {
-		t.Errorf("usage answer names %q, want %q", u.Name, name)
-	}
-	out := make(map[string]ruleUsage, len(u.Rules))
-	for _, r := range u.Rules {
-		out[r.Rule] = r
-	}
-	return out
-}
-
-// expectUsage checks the rules answered, and used and remaining of each.
-func expectUsage(t *testing.T, got map[string]ruleUsage, want map[string][2]int64) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Errorf("usage answers %d rules %v, want %d", len(got), got, len(want))
-	}
-	for rule, w := range want {
-		r, ok := got[rule]
-		if !ok {
-			t.Errorf("usage has no rule %s", rule)
-			continue
-		}
-		if r.Used != w[0] || r.Remaining != w[1] || r.Remaining != r.Limit-r.Used {
-			t.Errorf("%s: used %d remaining %d of %d, want used %d remaining %d", rule, r.Used, r.Remaining, r.Limit, w[0], w[1])
-		}
-	}
-}
 
 // TestAdminUsage proves, on both stores and through the real admin
 // endpoint, that GET answers for exactly the rules whose dimensions the
@@ -111,10 +50,8 @@ func TestAdminUsage(t *testing.T) {
 			t.Fatalf("after the GETs, a send reports %q, want recipient_minute r=11", a.header.Get("RateLimit"))
 		}
 
-		a := adminDo(t, http.MethodDelete, "/frequency_cap/push/usage?recipient=alice")
-		expectStatus(t, a, http.StatusOK)
-		if m := a.json(t); m["name"] != "push" || !reflect.DeepEqual(m["reset"], []any{"recipient_minute", "recipient_day"}) {
-			t.Errorf("DELETE answered %s", a.body)
+		if r := resetUsage(t, "push", "recipient=alice"); r.Name != "push" || !reflect.DeepEqual(r.Reset, []string{"recipient_minute", "recipient_day"}) {
+			t.Errorf("DELETE answered %+v", r)
 		}
 		u = usageOf(t, "push", "recipient=alice&content=c1")
 		expectUsage(t, u, map[string][2]int64{
@@ -129,13 +66,11 @@ func TestAdminUsage(t *testing.T) {
 		// Same content is still refused: its rules needed content too.
 		denied := send("alice", "c1")
 		expectStatus(t, denied, http.StatusTooManyRequests)
-		if rule := denied.json(t)["rule"]; rule != "same_content_59s" {
+		if rule := denied.problem(t).Rule; rule != "same_content_59s" {
 			t.Errorf("denied by %v, want same_content_59s", rule)
 		}
-		a = adminDo(t, http.MethodDelete, "/frequency_cap/push/usage?content=c1&recipient=alice")
-		expectStatus(t, a, http.StatusOK)
-		if m := a.json(t); !reflect.DeepEqual(m["reset"], []any{"recipient_minute", "recipient_day", "same_content_59s", "same_content_59m"}) {
-			t.Errorf("DELETE answered %s", a.body)
+		if r := resetUsage(t, "push", "content=c1&recipient=alice"); !reflect.DeepEqual(r.Reset, []string{"recipient_minute", "recipient_day", "same_content_59s", "same_content_59m"}) {
+			t.Errorf("DELETE answered %+v", r)
 		}
 		ok := send("alice", "c1")
 		expectStatus(t, ok, http.StatusOK)
@@ -266,96 +201,12 @@ func TestAdminErrors(t *testing.T) {
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			a := adminDo(t, tc.method, tc.path)
-			expectStatus(t, a, tc.status)
-			if ct := a.header.Get("Content-Type"); ct != "application/json" {
-				t.Errorf("Content-Type %q", ct)
-			}
-			m := a.json(t)
-			if reason, _ := m["error"].(string); !strings.Contains(reason, tc.reason) {
-				t.Errorf("error %q, want it to contain %q", reason, tc.reason)
-			}
-			if dim, _ := m["dimension"].(string); dim != tc.dimension {
-				t.Errorf("dimension %q, want %q", dim, tc.dimension)
+			if f := expectFailure(t, a, tc.status, tc.reason); f.Dimension != tc.dimension {
+				t.Errorf("dimension %q, want %q", f.Dimension, tc.dimension)
 			}
 			if tc.status == 405 && a.header.Get("Allow") != "GET, DELETE" {
 				t.Errorf("Allow %q", a.header.Get("Allow"))
 			}
 		})
-	}
-}
-
-// TestAdminReload proves the name registry follows config reloads: a
-// reload of the same config (the new handler provisions before the old
-// one is cleaned up) keeps the name answering, with the counts; a config
-// without the name makes it 404; a renamed cap set answers by its new
-// name.
-func TestAdminReload(t *testing.T) {
-	up := startUpstream(t)
-	prefix := testPrefix()
-	site := func(name string) string {
-		return fmt.Sprintf(`
-	frequency_cap {
-		name       %s
-		key_prefix %s
-		dimension recipient {json.to}
-		rule r {
-			by     recipient
-			limit  5
-			window 1m
-		}
-	}
-	reverse_proxy %s`, name, prefix, up.addr())
-	}
-	g := startGateway(t, site("reload_a"))
-	expectStatus(t, g.send("/", map[string]any{"to": "alice"}), http.StatusOK)
-	expectUsage(t, usageOf(t, "reload_a", "recipient=alice"), map[string][2]int64{"r": {1, 4}})
-	g.reloadSame()
-	g.reloadSame()
-	expectUsage(t, usageOf(t, "reload_a", "recipient=alice"), map[string][2]int64{"r": {1, 4}})
-
-	g.load(site("reload_b"))
-	expectStatus(t, adminDo(t, http.MethodGet, "/frequency_cap/reload_a/usage?recipient=alice"), http.StatusNotFound)
-	expectUsage(t, usageOf(t, "reload_b", "recipient=alice"), map[string][2]int64{"r": {1, 4}})
-}
-
-// TestRegistryByInstance proves the admin API's registry tracks handler
-// instances, not names: of two handlers with one name (a reload, where
-// the new one provisions before the old one is cleaned up), the newer
-// answers; cleaning up the older leaves the newer in place, and only the
-// last Cleanup removes the name.
-func TestRegistryByInstance(t *testing.T) {
-	const cfg = `{"name": "registry_test", "dimensions": {"r": "{json.to}"}, "rules": [{"name": "%s", "by": ["r"], "limit": 1, "window": "1m"}]}`
-	old, err := load(t, fmt.Sprintf(cfg, "old"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ruleOf := func() string {
-		cs := lookupCapSet("registry_test")
-		if cs == nil {
-			return ""
-		}
-		return cs.rules[0].rule.Name
-	}
-	if ruleOf() != "old" {
-		t.Fatalf("after the first Provision: %q", ruleOf())
-	}
-	cur, err := load(t, fmt.Sprintf(cfg, "new"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ruleOf() != "new" {
-		t.Errorf("after the second Provision: %q, want the newer", ruleOf())
-	}
-	if err := old.Cleanup(); err != nil {
-		t.Fatal(err)
-	}
-	if ruleOf() != "new" {
-		t.Errorf("after the older Cleanup: %q, want the newer still", ruleOf())
-	}
-	if err := cur.Cleanup(); err != nil {
-		t.Fatal(err)
-	}
-	if ruleOf() != "" {
-		t.Errorf("after every Cleanup: %q, want none", ruleOf())
 	}
 }

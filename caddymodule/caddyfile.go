@@ -101,14 +101,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		var err error
 		switch sub {
 		case "name":
-			if h.Name, err = oneArg(d); err == nil && !limiter.ValidDimensionName(h.Name) {
-				err = d.Errf("name %q: a letter or '_', then letters, digits, '_', '.', '-'", h.Name)
+			if h.Name, err = oneArg(d); err == nil {
+				err = wrapLine(d, "name %w", limiter.CheckName(h.Name))
 			}
 		case "redis":
 			err = h.unmarshalRedis(d)
 		case "key_prefix":
-			if h.KeyPrefix, err = oneArg(d); err == nil && strings.ContainsAny(h.KeyPrefix, "{}") {
-				err = d.Errf("key_prefix %q must not contain { or }: the first dimension's value is the Redis Cluster hash tag", h.KeyPrefix)
+			if h.KeyPrefix, err = oneArg(d); err == nil {
+				err = wrapLine(d, "key_prefix %w", limiter.CheckPrefix(h.KeyPrefix))
 			}
 		case "on_error":
 			err = h.unmarshalOnError(d)
@@ -316,8 +316,8 @@ func (h *Handler) unmarshalDimension(d *caddyfile.Dispenser) error {
 		return d.ArgErr()
 	}
 	name, expr := args[0], args[1]
-	if !limiter.ValidDimensionName(name) {
-		return d.Errf("dimension %q: invalid name (a letter or '_', then letters, digits, '_', '.', '-')", name)
+	if err := limiter.CheckName(name); err != nil {
+		return d.Errf("dimension %w", err)
 	}
 	if strings.TrimSpace(expr) == "" {
 		return d.Errf("dimension %s: empty expression", name)
@@ -337,8 +337,8 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 		return nil, d.ArgErr()
 	}
 	rc := RuleConfig{Name: d.Val()}
-	if !limiter.ValidDimensionName(rc.Name) {
-		return nil, d.Errf("rule %q: invalid name (a letter or '_', then letters, digits, '_', '.', '-')", rc.Name)
+	if err := limiter.CheckName(rc.Name); err != nil {
+		return nil, d.Errf("rule %w", err)
 	}
 	if d.NextArg() {
 		return nil, d.ArgErr()
@@ -369,15 +369,10 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 			if len(rc.By) == 0 {
 				return nil, d.ArgErr()
 			}
-			for i, dim := range rc.By {
-				if !limiter.ValidDimensionName(dim) {
-					return nil, ruleErr("invalid dimension name " + strconv.Quote(dim))
-				}
-				for _, prev := range rc.By[:i] {
-					if prev == dim {
-						return nil, ruleErr("dimension " + dim + " listed twice")
-					}
-				}
+			if err := limiter.CheckDimensions(rc.By); err != nil {
+				return nil, d.Errf("rule %s: %w", rc.Name, err)
+			}
+			for _, dim := range rc.By {
 				if _, ok := h.Dimensions[dim]; !ok {
 					unknown = append(unknown, pendingDim{dim, ruleErr("unknown dimension " + strconv.Quote(dim) + " (declare it with dimension " + dim + " <placeholder>)")})
 				}
@@ -411,27 +406,20 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 			if seen["quiet"] {
 				return nil, ruleErr(quietExcludes)
 			}
-			if seen["calendar"] {
-				return nil, ruleErr("window and calendar exclude each other")
-			}
 			if rc.Window, err = durationArg(d, "rule "+rc.Name+": window"); err != nil {
 				return nil, err
 			}
-			if rc.Window <= 0 {
-				return nil, ruleErr("window must be positive")
-			}
-			r := limiter.Rule{Name: rc.Name, By: []string{"x"}, Window: limiter.Window{Duration: time.Duration(rc.Window)}}
-			if err := r.Validate(); err != nil {
-				return nil, d.Err(err.Error())
+			if err := checkWindow(d, &rc); err != nil {
+				return nil, err
 			}
 		case "calendar":
 			if seen["quiet"] {
 				return nil, ruleErr(quietExcludes)
 			}
-			if seen["window"] {
-				return nil, ruleErr("window and calendar exclude each other")
-			}
 			if err := unmarshalCalendar(d, &rc); err != nil {
+				return nil, err
+			}
+			if err := checkWindow(d, &rc); err != nil {
 				return nil, err
 			}
 		case "cost":
@@ -503,6 +491,16 @@ func unmarshalQuiet(d *caddyfile.Dispenser, rc *RuleConfig) error {
 	return unmarshalZone(d, rc, args[1:])
 }
 
+// checkWindow checks the window of rc as read so far (a window, a calendar
+// or both), reporting at the current line.
+func checkWindow(d *caddyfile.Dispenser, rc *RuleConfig) error {
+	w := limiter.Window{Duration: time.Duration(rc.Window)}
+	if rc.Calendar != "" {
+		w.Unit, _ = limiter.ParseUnit(rc.Calendar) // unmarshalCalendar checked it
+	}
+	return wrapLine(d, "rule "+rc.Name+": %w", w.Validate())
+}
+
 func unmarshalCalendar(d *caddyfile.Dispenser, rc *RuleConfig) error {
 	args := d.RemainingArgs()
 	if len(args) < 1 || len(args) > 3 {
@@ -535,6 +533,15 @@ func unmarshalZone(d *caddyfile.Dispenser, rc *RuleConfig, args []string) error 
 		}
 	}
 	return nil
+}
+
+// wrapLine wraps err, when there is one, with what it concerns (format has
+// one %w) and the current line.
+func wrapLine(d *caddyfile.Dispenser, format string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return d.Errf(format, err)
 }
 
 func oneArg(d *caddyfile.Dispenser) (string, error) {

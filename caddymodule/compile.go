@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -46,8 +45,8 @@ const maxRequestLimit = 1 << 40
 func (h *Handler) compile() error {
 	names := make([]string, 0, len(h.Dimensions))
 	for name, expr := range h.Dimensions {
-		if !limiter.ValidDimensionName(name) {
-			return fmt.Errorf("dimension %q: invalid name (a letter or '_', then letters, digits, '_', '.', '-')", name)
+		if err := limiter.CheckName(name); err != nil {
+			return fmt.Errorf("dimension %w", err)
 		}
 		if strings.TrimSpace(expr) == "" {
 			return fmt.Errorf("dimension %s: empty expression", name)
@@ -116,22 +115,27 @@ func (h *Handler) compile() error {
 	return nil
 }
 
-// compileRule checks one rule's own fields.
+// compileRule checks one rule's own fields: limiter.Rule.Validate checks
+// what the engine needs (name, dimensions, window), and this what the
+// config adds.
 func compileRule(rc *RuleConfig) (compiledRule, error) {
-	if !limiter.ValidDimensionName(rc.Name) {
-		return compiledRule{}, fmt.Errorf("rule %q: invalid name (a letter or '_', then letters, digits, '_', '.', '-')", rc.Name)
-	}
 	if rc.Quiet != "" {
 		return compileQuiet(rc)
 	}
 	if len(rc.Days) > 0 {
 		return compiledRule{}, fmt.Errorf("rule %s: days needs quiet", rc.Name)
 	}
-	if len(rc.By) == 0 {
-		return compiledRule{}, fmt.Errorf("rule %s: no dimensions (by)", rc.Name)
+	r := &limiter.Rule{Name: rc.Name, By: rc.By, Limit: rc.Limit, Window: limiter.Window{Duration: time.Duration(rc.Window)}}
+	cr := compiledRule{rule: r, cost: 1, shadow: rc.DryRun}
+	if rc.Calendar != "" {
+		unit, err := limiter.ParseUnit(rc.Calendar)
+		if err != nil {
+			return compiledRule{}, fmt.Errorf("rule %s: %w", rc.Name, err)
+		}
+		r.Window.Unit = unit
+	} else if rc.Window == 0 {
+		return compiledRule{}, fmt.Errorf("rule %s: needs a window or a calendar", rc.Name)
 	}
-	cr := compiledRule{cost: 1, shadow: rc.DryRun}
-	limit := rc.Limit
 	switch {
 	case rc.LimitPlaceholder != "":
 		if !isPlaceholder(rc.LimitPlaceholder) {
@@ -140,32 +144,20 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 		if rc.Limit < 0 {
 			return compiledRule{}, fmt.Errorf("rule %s: fallback limit must be at least 1, not %d", rc.Name, rc.Limit)
 		}
-		cr.limitExpr, cr.limitFallback, limit = rc.LimitPlaceholder, rc.Limit, maxRequestLimit
+		cr.limitExpr, cr.limitFallback, r.Limit = rc.LimitPlaceholder, rc.Limit, maxRequestLimit
 	case rc.Limit < 1:
 		return compiledRule{}, fmt.Errorf("rule %s: limit must be at least 1, not %d", rc.Name, rc.Limit)
 	}
-	r := &limiter.Rule{Name: rc.Name, By: rc.By, Limit: limit}
-	cr.rule = r
-
-	switch {
-	case rc.Window != 0 && rc.Calendar != "":
-		return compiledRule{}, fmt.Errorf("rule %s: window and calendar exclude each other", rc.Name)
-	case rc.Window != 0:
-		if rc.Zone != "" || rc.FallbackZone != "" {
-			return compiledRule{}, fmt.Errorf("rule %s: a zone needs a calendar window", rc.Name)
-		}
-		r.Window.Duration = time.Duration(rc.Window)
-	case rc.Calendar != "":
-		unit, err := limiter.ParseUnit(rc.Calendar)
-		if err != nil {
-			return compiledRule{}, fmt.Errorf("rule %s: %w", rc.Name, err)
-		}
-		r.Window.Unit = unit
+	if err := r.Validate(); err != nil {
+		return compiledRule{}, err
+	}
+	if rc.Calendar != "" {
+		var err error
 		if r.Window.Zone, cr.zoneExpr, err = ruleZone(rc); err != nil {
 			return compiledRule{}, err
 		}
-	default:
-		return compiledRule{}, fmt.Errorf("rule %s: needs a window or a calendar", rc.Name)
+	} else if rc.Zone != "" || rc.FallbackZone != "" {
+		return compiledRule{}, fmt.Errorf("rule %s: a zone needs a calendar window", rc.Name)
 	}
 
 	switch {
@@ -181,16 +173,15 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 		cr.cost = n
 		r.Weight = rc.Cost
 	}
-
-	if err := r.Validate(); err != nil {
-		return compiledRule{}, err
-	}
 	return cr, nil
 }
 
 // compileQuiet checks a quiet rule: a range, days, a zone, and nothing
 // that counts.
 func compileQuiet(rc *RuleConfig) (compiledRule, error) {
+	if err := limiter.CheckName(rc.Name); err != nil {
+		return compiledRule{}, fmt.Errorf("rule %w", err)
+	}
 	if rc.Limit != 0 || rc.LimitPlaceholder != "" || rc.Window != 0 || rc.Calendar != "" || rc.Cost != "" {
 		return compiledRule{}, fmt.Errorf("rule %s: quiet excludes limit, window, calendar and cost", rc.Name)
 	}
@@ -202,13 +193,11 @@ func compileQuiet(rc *RuleConfig) (compiledRule, error) {
 	if q.Zone, cr.zoneExpr, err = ruleZone(rc); err != nil {
 		return compiledRule{}, err
 	}
-	for i, d := range rc.By {
-		if !limiter.ValidDimensionName(d) || slices.Contains(rc.By[:i], d) {
-			return compiledRule{}, fmt.Errorf("rule %s: invalid or repeated dimension %q", rc.Name, d)
-		}
-	}
 	// The quota headers give it q=0 and, as w, the range's length.
 	cr.rule = &limiter.Rule{Name: rc.Name, By: rc.By, Quiet: &q, Window: limiter.Window{Duration: q.Length()}}
+	if err := cr.rule.Validate(); err != nil {
+		return compiledRule{}, err
+	}
 	return cr, nil
 }
 

@@ -1,4 +1,4 @@
-package caddymodule
+package caddymodule_test
 
 import (
 	"bytes"
@@ -15,7 +15,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/freqcap/caddy-freqcap/internal/redistest"
@@ -107,10 +106,10 @@ func startExample(t *testing.T, path string, up *upstream) *gateway {
 	if site == nil {
 		t.Fatalf("%s has no global options block", path)
 	}
-	port := freePort(t)
+	g := newGateway(t, "")
 	cfg := strings.Join(site, "\n")
 	for _, r := range []struct{ old, new string }{
-		{"\n:8080 {", fmt.Sprintf("\n:%d {", port)},
+		{"\n:8080 {", fmt.Sprintf("\n:%d {", g.port)},
 		{"reverse_proxy 127.0.0.1:9000", "reverse_proxy " + up.addr()},
 		{"\nhttp://:9000 {", fmt.Sprintf("\nhttp://:%d {", freePort(t))},
 	} {
@@ -119,13 +118,7 @@ func startExample(t *testing.T, path string, up *upstream) *gateway {
 		}
 		cfg = strings.Replace(cfg, r.old, r.new, 1)
 	}
-	g := &gateway{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), config: fmt.Sprintf(globals, adminPort(t)) + cfg}
-	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: adminPort(t)})
-	g.tester.InitServer(g.config, "caddyfile")
-	if t.Failed() {
-		t.FailNow()
-	}
-	client.CloseIdleConnections()
+	g.loadSites(cfg)
 	return g
 }
 
@@ -138,9 +131,9 @@ func unique(name string) string { return fmt.Sprintf("%s-%d", name, time.Now().U
 func expectRetryAfter(t *testing.T, a *answer, rule, window string, want float64) {
 	t.Helper()
 	expectStatus(t, a, http.StatusTooManyRequests)
-	p := a.json(t)
-	if p["rule"] != rule || p["window"] != window {
-		t.Errorf("denied by %v over %v, want %s over %s", p["rule"], p["window"], rule, window)
+	p := a.problem(t)
+	if p.Rule != rule || p.Window != window {
+		t.Errorf("denied by %s over %s, want %s over %s", p.Rule, p.Window, rule, window)
 	}
 	got, _ := strconv.ParseFloat(a.header.Get("Retry-After"), 64)
 	if math.Abs(got-want) > 2 {
@@ -229,7 +222,7 @@ func testContentDedup(t *testing.T, path string) {
 
 	a := g.send("/v1/send", map[string]any{"to": alice, "content": "no channel"})
 	expectStatus(t, a, http.StatusBadRequest)
-	if a.json(t)["dimension"] != "channel" {
+	if a.failure(t).Dimension != "channel" {
 		t.Errorf("without X-Channel: %s", a.body)
 	}
 	if up.count() != 6 {
@@ -262,8 +255,8 @@ func testCoinBudget(t *testing.T, path string) {
 		t.Errorf("after 1000: remaining %q", a.header.Get("X-RateLimit-Remaining"))
 	}
 	expectStatus(t, grant(1), http.StatusTooManyRequests)
-	if a := grant("ten"); a.status != http.StatusBadRequest || a.json(t)["rule"] != "coins_month" {
-		t.Errorf("amount \"ten\": %d %s", a.status, a.body)
+	if f := expectFailure(t, grant("ten"), http.StatusBadRequest, ""); f.Rule != "coins_month" {
+		t.Errorf("amount \"ten\": refused naming rule %q, want coins_month", f.Rule)
 	}
 	if up.count() != 3 {
 		t.Errorf("the coin service got %d grants, want 3", up.count())
@@ -299,16 +292,6 @@ func testRecipientTimezone(t *testing.T, path string) {
 	}
 }
 
-func secondsToNextMonth(t *testing.T, zone string) float64 {
-	loc, err := time.LoadLocation(zone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().In(loc)
-	y, m, _ := now.Date()
-	return math.Ceil(time.Date(y, m+1, 1, 0, 0, 0, 0, loc).Sub(now).Seconds())
-}
-
 // testSMSGateway: quiet hours in the recipient's zone, OTPs exempt and
 // counted, tiers from X-Tier through map. The zones are chosen at run time,
 // among whole-hour offsets, so that one is in its quiet hours and one not.
@@ -338,8 +321,8 @@ func testSMSGateway(t *testing.T, path string) {
 	who := unique("+1555")
 	a := g.send("/v1/sms", map[string]any{"to": who, "tz": quietZone})
 	expectStatus(t, a, http.StatusTooManyRequests)
-	if body := a.json(t); body["rule"] != "quiet_hours" {
-		t.Errorf("quiet denial names %v", body["rule"])
+	if p := a.problem(t); p.Rule != "quiet_hours" {
+		t.Errorf("quiet denial names %q", p.Rule)
 	}
 	// An OTP gets through the quiet hours, and counts: the default tier's
 	// 3 a day leave 2 for the daytime sends.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -205,13 +204,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 // Validate checks the settings that compile does not.
 func (h *Handler) Validate() error {
-	if !limiter.ValidDimensionName(h.Name) {
-		return fmt.Errorf("frequency_cap: invalid name %q (a letter or '_', then letters, digits, '_', '.', '-')", h.Name)
+	if err := limiter.CheckName(h.Name); err != nil {
+		return fmt.Errorf("frequency_cap: name %w", err)
 	}
-	if strings.ContainsAny(h.KeyPrefix, "{}") {
-		// A brace would make the prefix the Redis Cluster hash tag of every
-		// key: all recipients on one shard.
-		return fmt.Errorf("frequency_cap %s: key_prefix %q must not contain { or }", h.Name, h.KeyPrefix)
+	if err := limiter.CheckPrefix(h.KeyPrefix); err != nil {
+		return fmt.Errorf("frequency_cap %s: key_prefix %w", h.Name, err)
 	}
 	switch {
 	case h.OnError != OnErrorAllow && h.OnError != OnErrorDeny && h.OnError != OnErrorLocal:

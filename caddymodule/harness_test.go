@@ -1,13 +1,13 @@
-package caddymodule
+package caddymodule_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
-	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,24 +15,58 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/caddyserver/caddy/v2"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/freqcap/caddy-freqcap/internal/redistest"
 )
 
-// The end-to-end tests run one Caddy inside the test binary (caddytest
-// starts it on first use) and load a config per test through its admin
-// endpoint, so they run one after the other, never in parallel. The admin
-// endpoint gets a free port, not caddytest's fixed 2999, so that other test
-// binaries running at the same time cannot collide with this one.
-var admin struct {
-	once sync.Once
-	port int
+// scratchDir is a directory that lives as long as the test binary: Caddy's
+// data and config directories, and the Caddy binary built for the tests
+// that run real Caddy processes.
+var scratchDir string
+
+// TestMain, for every test of the package (caddymodule's own tests run in
+// this binary too), keeps Caddy from writing into the user's Caddy data and
+// config directories.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "freqcap-caddy-")
+	if err != nil {
+		panic(err)
+	}
+	scratchDir = dir
+	os.Setenv("XDG_DATA_HOME", dir)
+	os.Setenv("XDG_CONFIG_HOME", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
+// The end-to-end tests run one Caddy inside the test binary, started on
+// first use, and load a config per test through its admin endpoint, so they
+// run one after the other, never in parallel. The admin endpoint gets a free
+// port, so that other test binaries running at the same time cannot collide
+// with this one.
+var inProcess struct {
+	once      sync.Once
+	adminPort int
+	err       error
+}
+
+// adminPort starts the in-process Caddy, serving only its admin endpoint,
+// unless it runs already, and returns the endpoint's port.
 func adminPort(t *testing.T) int {
-	admin.once.Do(func() { admin.port = freePort(t) })
-	return admin.port
+	t.Helper()
+	inProcess.once.Do(func() {
+		inProcess.adminPort = freePort(t)
+		cfg := fmt.Sprintf(`{"admin": {"listen": "localhost:%d", "config": {"persist": false}}}`, inProcess.adminPort)
+		inProcess.err = caddy.Load([]byte(cfg), true)
+	})
+	if inProcess.err != nil {
+		t.Fatalf("starting the in-process Caddy: %v", inProcess.err)
+	}
+	return inProcess.adminPort
 }
 
 func freePort(t *testing.T) int {
@@ -51,15 +85,20 @@ var prefixSeq atomic.Int64
 
 func testPrefix() string { return fmt.Sprintf("t%d:", prefixSeq.Add(1)) }
 
-// gateway is Caddy serving one site on a free port.
+// gateway is the in-process Caddy serving a site on a free port.
 type gateway struct {
-	t      *testing.T
-	tester *caddytest.Tester
-	url    string
-	config string
+	t    *testing.T
+	url  string
+	port int
+	// servers is the inside of the global servers block.
+	servers string
+	// sites are the site blocks of the config loaded last, the readiness
+	// site aside.
+	sites string
 }
 
-// globals is the global options block of every test config.
+// globals is the global options block of every test config: the admin
+// port, then the inside of a servers block (if any).
 const globals = `{
 	admin localhost:%d
 	persist_config off
@@ -67,73 +106,143 @@ const globals = `{
 	default_bind 127.0.0.1
 	grace_period 200ms
 	skip_install_trust
-}
+%s}
 `
+
+// readyHost names the site that every test config adds on the gateway's
+// port: it answers the config's generation, so that a test can tell when
+// the config it loaded serves. It is a site of its own, so that no cap of
+// the test's site and no route of it sees the polls, and log_skip keeps
+// them out of the access logs that tests read.
+const readyHost = "freqcap-ready.test"
+
+// generation numbers the configs loaded, across tests.
+var generation atomic.Int64
 
 // startGateway loads a config whose only site serves body (the inside of
 // the site block) on a free port.
 func startGateway(t *testing.T, body string) *gateway {
 	t.Helper()
-	g := &gateway{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
-	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: adminPort(t)})
+	return startGatewayWith(t, "", body)
+}
+
+// startGatewayWith is startGateway with options for the server (the inside
+// of the global servers block).
+func startGatewayWith(t *testing.T, serverOptions, body string) *gateway {
+	t.Helper()
+	g := newGateway(t, serverOptions)
 	g.load(body)
 	return g
 }
 
-// load replaces the running config with one serving body.
-func (g *gateway) load(body string) {
-	g.t.Helper()
-	g.config = fmt.Sprintf(globals, adminPort(g.t)) + fmt.Sprintf(":%s {\n%s\n}\n", g.url[strings.LastIndexByte(g.url, ':')+1:], body)
-	g.tester.InitServer(g.config, "caddyfile")
-	if g.t.Failed() {
-		g.t.FailNow()
-	}
-	g.settle()
+// newGateway picks the gateway's port; nothing is loaded yet.
+func newGateway(t *testing.T, serverOptions string) *gateway {
+	t.Helper()
+	adminPort(t)
+	port := freePort(t)
+	return &gateway{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), port: port, servers: serverOptions}
 }
 
-// settle waits out the old server's grace period (200ms in globals): until
-// it has stopped, a new connection may still reach it and be closed.
-func (g *gateway) settle() {
-	time.Sleep(250 * time.Millisecond)
+// load replaces the running config with one whose only site serves body.
+func (g *gateway) load(body string) {
+	g.t.Helper()
+	g.loadSites(fmt.Sprintf(":%d {\n%s\n}\n", g.port, body))
+}
+
+// loadSites replaces the running config with the given site blocks, one of
+// which serves the gateway's port.
+func (g *gateway) loadSites(sites string) {
+	g.t.Helper()
+	g.sites = sites
+	g.apply(false)
+}
+
+// reloadSame loads the current sites again. Cache-Control: must-revalidate
+// makes Caddy provision them anew even if the config were unchanged; only
+// the readiness site's generation differs.
+func (g *gateway) reloadSame() {
+	g.t.Helper()
+	g.apply(true)
+}
+
+// apply loads g's sites under a new generation through the admin endpoint
+// and returns once the gateway's port serves that generation.
+func (g *gateway) apply(revalidate bool) {
+	g.t.Helper()
+	gen := strconv.FormatInt(generation.Add(1), 10)
+	servers := ""
+	if g.servers != "" {
+		servers = "\tservers {\n\t\t" + g.servers + "\n\t}\n"
+	}
+	config := fmt.Sprintf(globals, adminPort(g.t), servers) + g.sites +
+		fmt.Sprintf("\nhttp://%s:%d {\n\tlog_skip\n\trespond %q\n}\n", readyHost, g.port, gen)
+	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://localhost:%d/load", adminPort(g.t)), strings.NewReader(config))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "text/caddyfile")
+	if revalidate {
+		req.Header.Set("Cache-Control", "must-revalidate")
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		g.t.Fatalf("loading the config: %v", err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		g.t.Fatalf("loading the config: %d %s\n%s", res.StatusCode, b, config)
+	}
+	g.awaitGeneration(gen)
+}
+
+// readyClient asks the readiness site, on a new connection every time.
+var readyClient = &http.Client{
+	Transport: &http.Transport{DisableKeepAlives: true},
+	Timeout:   2 * time.Second,
+}
+
+// awaitGeneration polls the readiness site until it answers gen several
+// times in a row, each on a new connection, then drops the test client's
+// idle connections. Loading a config starts its servers, then has the old
+// ones shut down in the background: until the old listener (a socket of
+// its own on the same port) has closed, the kernel may hand a new
+// connection to either, and an idle connection to the old server is closed
+// within its grace period. Answers of the new generation in a row show the
+// old listener gone, and no request of the test reuses a connection to
+// the old server.
+func (g *gateway) awaitGeneration(gen string) {
+	g.t.Helper()
+	const inARow = 3
+	deadline := time.Now().Add(10 * time.Second)
+	wait, seen, last := time.Millisecond, 0, ""
+	for seen < inARow {
+		req, _ := http.NewRequest(http.MethodGet, g.url+"/", nil)
+		req.Host = readyHost
+		if res, err := readyClient.Do(req); err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			last = string(b)
+		} else {
+			last = err.Error()
+		}
+		if last == gen {
+			seen++
+			continue
+		}
+		seen = 0
+		if time.Now().After(deadline) {
+			g.t.Fatalf("generation %s of the config does not serve on %s; the last answer: %q", gen, g.url, last)
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 50*time.Millisecond)
+	}
 	client.CloseIdleConnections()
 }
 
-// reloadSame loads the current config again; Cache-Control: must-revalidate
-// makes Caddy provision it anew instead of noticing that nothing changed.
-func (g *gateway) reloadSame() {
-	g.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://localhost:%d/load", adminPort(g.t)), strings.NewReader(g.config))
-	req.Header.Set("Content-Type", "text/caddyfile")
-	req.Header.Set("Cache-Control", "must-revalidate")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		g.t.Fatalf("reloading: %v", err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(res.Body)
-		g.t.Fatalf("reloading: %d %s", res.StatusCode, b)
-	}
-	g.settle()
-}
-
+// client sends the tests' requests; a config load drops its idle
+// connections, so that none of them is reused on a server being replaced.
 var client = &http.Client{Timeout: 10 * time.Second}
-
-// answer is a response read whole.
-type answer struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (a *answer) json(t *testing.T) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(a.body, &m); err != nil {
-		t.Fatalf("answer body is not JSON: %v: %s", err, a.body)
-	}
-	return m
-}
 
 // post sends body to path with the given content type and extra headers
 // ("Name: value").
@@ -173,55 +282,6 @@ func (g *gateway) send(path string, msg map[string]any, headers ...string) *answ
 	return g.post(path, "application/json", string(b), headers...)
 }
 
-// upstream is a push provider that records what it receives. It answers
-// {"status":"queued"}, or the status named by the X-Want-Status header.
-type upstream struct {
-	*httptest.Server
-	mu   sync.Mutex
-	reqs []received
-}
-
-type received struct {
-	body          []byte
-	contentLength int64
-	header        http.Header
-}
-
-func startUpstream(t *testing.T) *upstream {
-	u := &upstream{}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		u.mu.Lock()
-		u.reqs = append(u.reqs, received{body: b, contentLength: r.ContentLength, header: r.Header.Clone()})
-		u.mu.Unlock()
-		w.Header().Set("X-Upstream", "push")
-		w.Header().Set("Content-Type", "application/json")
-		status := http.StatusOK
-		if s := r.Header.Get("X-Want-Status"); s != "" {
-			status, _ = strconv.Atoi(s)
-		}
-		w.WriteHeader(status)
-		io.WriteString(w, `{"status":"queued"}`)
-	}))
-	t.Cleanup(u.Close)
-	return u
-}
-
-// addr is the host:port reverse_proxy dials.
-func (u *upstream) addr() string { return u.Listener.Addr().String() }
-
-func (u *upstream) count() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.reqs)
-}
-
-func (u *upstream) last() received {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.reqs[len(u.reqs)-1]
-}
-
 // backend is a store the end-to-end tests run on: its redis line (empty
 // for memory).
 type backend struct {
@@ -241,10 +301,56 @@ func eachBackend(t *testing.T, f func(t *testing.T, redisLine string)) {
 	}
 }
 
-// expectStatus fails the test unless a has the status.
-func expectStatus(t *testing.T, a *answer, status int) {
-	t.Helper()
-	if a.status != status {
-		t.Fatalf("status %d, want %d; body %s", a.status, status, bytes.TrimSpace(a.body))
+// redisClient is a client to one Redis server, closed at the end of the
+// test.
+func redisClient(t *testing.T, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// percentile is the p-th (0 to 1) of sorted durations, to the millisecond.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
 	}
+	return sorted[int(p*float64(len(sorted)-1))].Round(time.Millisecond)
+}
+
+// ruleBlock is a rule block of a Caddyfile.
+func ruleBlock(name, by string, limit int) string {
+	return fmt.Sprintf("rule %s {\n\t\t\tby %s\n\t\t\tlimit %d\n\t\t\twindow 1m\n\t\t}", name, by, limit)
+}
+
+// capBlock is a frequency_cap directive for the paths matching path, with
+// its own key_prefix, the store line redisLine ("" for memory), and lines
+// of subdirectives.
+func capBlock(path, redisLine string, lines ...string) string {
+	return fmt.Sprintf("\tfrequency_cap %s {\n\t\t%s\n\t\tkey_prefix %s\n\t\t%s\n\t}\n",
+		path, redisLine, testPrefix(), strings.Join(lines, "\n\t\t"))
+}
+
+// secondsToMidnight is the Retry-After of a calendar-day denial now: the
+// whole seconds to the next midnight in zone.
+func secondsToMidnight(t *testing.T, zone string) float64 {
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().In(loc)
+	y, m, d := now.Date()
+	next := time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+	return math.Ceil(next.Sub(now).Seconds())
+}
+
+// secondsToNextMonth is the Retry-After of a calendar-month denial now:
+// the whole seconds to the first of the next month in zone.
+func secondsToNextMonth(t *testing.T, zone string) float64 {
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().In(loc)
+	y, m, _ := now.Date()
+	return math.Ceil(time.Date(y, m+1, 1, 0, 0, 0, 0, loc).Sub(now).Seconds())
 }

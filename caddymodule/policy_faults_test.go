@@ -1,4 +1,4 @@
-package caddymodule
+package caddymodule_test
 
 import (
 	"fmt"

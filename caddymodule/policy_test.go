@@ -1,4 +1,4 @@
-package caddymodule
+package caddymodule_test
 
 import (
 	"fmt"
@@ -65,8 +65,8 @@ func TestPolicyQuiet(t *testing.T) {
 		if r := a.header.Get("RateLimit"); !strings.Contains(r, fmt.Sprintf(`"night";r=0;t=%s`, a.header.Get("Retry-After"))) {
 			t.Errorf("RateLimit %q, want night r=0;t=%s", r, a.header.Get("Retry-After"))
 		}
-		if body := a.json(t); body["rule"] != "night" || !strings.Contains(body["window"].(string), "quiet") {
-			t.Errorf("denial body %v", body)
+		if p := a.problem(t); p.Rule != "night" || !strings.Contains(p.Window, "quiet") {
+			t.Errorf("denial body %+v", p)
 		}
 		if up.count() != 0 {
 			t.Fatalf("a quiet request reached the upstream")
@@ -97,8 +97,8 @@ func TestPolicyQuiet(t *testing.T) {
 		expectStatus(t, a, http.StatusOK)
 		after, _ := scrape(t)
 		expectDeltas(t, before, after, map[string]float64{
-			decisions(name, "night", outcomeExempt): 1,
-			decisions(name, "hour", outcomeExempt):  1,
+			decisions(name, "night", "exempt"): 1,
+			decisions(name, "hour", "exempt"):  1,
 		})
 		if u := usageOf(t, name, "recipient=alice"); u["hour"].Used != 3 {
 			t.Errorf("after two admissions and an exempt one: used %d, want 3", u["hour"].Used)
@@ -138,8 +138,8 @@ func TestPolicyExempt(t *testing.T) {
 		// the first two.
 		a = g.send("/", map[string]any{"to": "bob"})
 		expectStatus(t, a, http.StatusTooManyRequests)
-		if body := a.json(t); body["violated"].([]any)[0].(map[string]any)["used"].(float64) != 3 {
-			t.Errorf("after an exempt request: %v", body["violated"])
+		if p := a.problem(t); len(p.Violated) != 1 || p.Violated[0].Used != 3 {
+			t.Errorf("after an exempt request: %+v", p.Violated)
 		}
 		if up.count() != 3 {
 			t.Errorf("upstream got %d, want 3", up.count())
@@ -213,8 +213,8 @@ func TestPolicyTiers(t *testing.T) {
 		for _, h := range []string{"", "X-Minute: lots"} {
 			a := g.send("/strict", map[string]any{"to": "carol"}, h)
 			expectStatus(t, a, http.StatusBadRequest)
-			if body := a.json(t); body["rule"] != "minute" {
-				t.Errorf("400 body %v does not name the rule", body)
+			if f := a.failure(t); f.Rule != "minute" {
+				t.Errorf("400 body %+v does not name the rule", f)
 			}
 		}
 		expectStatus(t, g.send("/strict", map[string]any{"to": "carol"}, "X-Minute: 1"), http.StatusOK)
@@ -260,16 +260,16 @@ func TestPolicyShadow(t *testing.T) {
 		}
 		a := g.send("/", map[string]any{"to": "dan"})
 		expectStatus(t, a, http.StatusTooManyRequests)
-		if body := a.json(t); body["rule"] != "live" || len(body["violated"].([]any)) != 1 {
-			t.Errorf("live denial body %v", body)
+		if p := a.problem(t); p.Rule != "live" || len(p.Violated) != 1 {
+			t.Errorf("live denial body %+v", p)
 		}
 		after, _ := scrape(t)
 		expectDeltas(t, before, after, map[string]float64{
-			decisions(name, "live", outcomeAllowed):     3,
-			decisions(name, "live", outcomeDenied):      1,
-			decisions(name, "trial", outcomeAllowed):    1,
-			decisions(name, "trial", outcomeDryRunDeny): 3,
-			decisions(name, "trial", outcomeDenied):     0,
+			decisions(name, "live", "allowed"):       3,
+			decisions(name, "live", "denied"):        1,
+			decisions(name, "trial", "allowed"):      1,
+			decisions(name, "trial", "dry_run_deny"): 3,
+			decisions(name, "trial", "denied"):       0,
 		})
 		u := usageOf(t, name, "recipient=dan")
 		if u["live"].Used != 3 || u["trial"].Used != 3 || u["trial"].Remaining != 0 {

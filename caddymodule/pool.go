@@ -55,7 +55,9 @@ func newStore(cfg *limiter.RedisConfig, prefix string) (*pooledStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating redis client: %w", err)
 	}
-	s := limiter.NewRedis(client, limiter.RedisOptions{Prefix: prefix, Timeout: cfg.EffectiveTimeout()})
+	// The config knows whether it asked for a cluster; a client behind a
+	// wrapper would not show it.
+	s := limiter.NewRedis(client, limiter.RedisOptions{Prefix: prefix, Timeout: cfg.EffectiveTimeout(), Cluster: cfg.Cluster})
 	return &pooledStore{store: s, client: client}, nil
 }
 

@@ -3,32 +3,11 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
 )
-
-// scratchDir is a directory that lives as long as the test binary: Caddy's
-// data and config directories, and the Caddy binary built for the tests
-// that run real Caddy processes.
-var scratchDir string
-
-// TestMain keeps the in-process Caddy of the end-to-end tests from writing
-// into the user's Caddy data and config directories.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "freqcap-caddy-")
-	if err != nil {
-		panic(err)
-	}
-	scratchDir = dir
-	os.Setenv("XDG_DATA_HOME", dir)
-	os.Setenv("XDG_CONFIG_HOME", dir)
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
 
 // load decodes a handler from JSON and provisions and validates it as Caddy
 // would, cleaning it up at the end of the test.
@@ -84,7 +63,7 @@ func TestProvisionErrors(t *testing.T) {
 		{"bad on_missing", `{` + dims + `, "on_missing": "drop", "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `on_missing must be reject or skip`},
 		{"bad status", `{` + dims + `, "status_code": 302, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "status_code 302"},
 		{"negative max_body", `{` + dims + `, "max_body": -1, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "max_body must not be negative"},
-		{"bad name", `{"name": "my caps", ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `invalid name "my caps"`},
+		{"bad name", `{"name": "my caps", ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `name "my caps": invalid name`},
 		{"redis url and cluster", `{"redis": {"url": "redis://x:1", "cluster": true}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "url cannot be combined"},
 		{"policy: quiet with limit", `{` + dims + `, "rules": [{"name": "q", "quiet": "21:00-08:00", "limit": 5}]}`, "rule q: quiet excludes limit, window, calendar and cost"},
 		{"policy: quiet bad range", `{` + dims + `, "rules": [{"name": "q", "quiet": "9pm-8am"}]}`, `rule q: quiet range "9pm-8am"`},

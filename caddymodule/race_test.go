@@ -1,6 +1,6 @@
 //go:build race
 
-package caddymodule
+package caddymodule_test
 
 // raceBuild reports that the tests run with the race detector.
 const raceBuild = true

@@ -6,10 +6,11 @@ import (
 	"testing"
 )
 
-// readAtMost reads every body whole, whatever its declared length says,
-// into a first buffer of the declared size (and a byte to see the end),
-// but never larger than firstRead: a sender that declares max_body and
-// sends three bytes does not make the gateway hold max_body.
+// TestReadAtMostSizesItsFirstBuffer proves readAtMost reads every body
+// whole, whatever its declared length says, into a first buffer of the
+// declared size (and a byte to see the end), but never larger than
+// firstRead: a sender that declares max_body and sends three bytes does
+// not make the gateway hold max_body.
 func TestReadAtMostSizesItsFirstBuffer(t *testing.T) {
 	read := func(declared int64, body string) []byte {
 		t.Helper()

@@ -9,7 +9,7 @@ import (
 // This file is the Redis store's value format in Go: one Redis string packs
 // the sub-logs of one key, exactly as lua/freqcap.lua reads and writes it
 // (the script's header describes the layout). The Go decision path reads a
-// value into a memKey, decides as the memory store does, and writes it back;
+// value into a keyLogs, decides as the memory store does, and writes it back;
 // the script can take over any value at any time, and the other way round.
 
 const (
@@ -44,7 +44,7 @@ func getUint(b []byte, n int) int64 {
 // decodeBlob reads a value into k.subs (entries oldest first), reusing k's
 // buffers. The ids refer to b. It prunes nothing: the caller prunes at its
 // now.
-func decodeBlob(b []byte, k *memKey) error {
+func decodeBlob(b []byte, k *keyLogs) error {
 	k.subs = k.subs[:0]
 	for len(b) > 0 {
 		nul := -1
@@ -107,7 +107,7 @@ func decodeBlob(b []byte, k *memKey) error {
 }
 
 // encodeBlob appends k's sub-logs as one value; empty ones are left out.
-func encodeBlob(dst []byte, k *memKey) ([]byte, error) {
+func encodeBlob(dst []byte, k *keyLogs) ([]byte, error) {
 	for i := range k.subs {
 		l := &k.subs[i]
 		if l.empty() {

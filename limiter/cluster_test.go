@@ -24,6 +24,7 @@ func TestCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 1)
 	t.Run("seed config: one slot, one script run per recipient", func(t *testing.T) { testClusterOneSlot(t, c) })
 	t.Run("cross-shard budget under concurrency", func(t *testing.T) { testClusterCrossShard(t, c) })
+	t.Run("wrapped client", func(t *testing.T) { testClusterWrapped(t, c) })
 	t.Run("failover while deciding", func(t *testing.T) { testClusterFailover(t, c, "") })
 	t.Run("forced failover while deciding", func(t *testing.T) { testClusterFailover(t, c, "FORCE") })
 }
@@ -216,6 +217,63 @@ func testClusterOneSlot(t *testing.T, c *redistest.Cluster) {
 		t.Fatalf("%d keys for %d recipients; want one each", total, len(recipients))
 	}
 	t.Logf("%d recipients × %d decisions, one EVALSHA each on the slot's master; recipients per master: %v", len(recipients), decisions, perMaster)
+}
+
+// wrapped passes on only what the store needs of a client, as a wrapper
+// that adds tracing or metrics might: it hides ForEachMaster.
+type wrapped struct{ Client }
+
+// A cluster client behind a wrapper is taken for what it is: detected when
+// the wrapper keeps the cluster's methods, and said so by the Cluster
+// option when it hides them. A decision over two hash tags on different
+// slots then runs one script per tag; taken for a standalone client, it
+// would send both keys in one command and fail with CROSSSLOT.
+func testClusterWrapped(t *testing.T, c *redistest.Cluster) {
+	ctx := context.Background()
+	const prefix = "wrap:"
+	budget := &Rule{Name: "campaign_budget", By: []string{"campaign"}, Limit: 2, Window: Window{Duration: time.Hour}}
+	perRecipient := &Rule{Name: "recipient_minute", By: []string{"recipient"}, Limit: 5, Window: Window{Duration: time.Minute}}
+	campaign := "summer"
+	recipientSlot := c.KeySlot(t, keyFor(prefix, "recipient", "ann"))
+	for i := 0; c.KeySlot(t, keyFor(prefix, "campaign", campaign)) == recipientSlot; i++ {
+		campaign = fmt.Sprint("summer", i)
+	}
+	r := req(time.Time{}, vals{"campaign": campaign, "recipient": "ann"}, budget, perRecipient)
+
+	cl := c.Client(t)
+	embedded := struct{ *redis.ClusterClient }{cl}
+	for _, tc := range []struct {
+		name   string
+		client Client
+		opts   RedisOptions
+		want   bool // taken for a cluster
+	}{
+		{"cluster client", cl, RedisOptions{}, true},
+		{"wrapper keeping ForEachMaster", embedded, RedisOptions{}, true},
+		{"wrapper hiding it, Cluster set", wrapped{cl}, RedisOptions{Cluster: true}, true},
+		{"wrapper hiding it, Cluster unset", wrapped{cl}, RedisOptions{}, false},
+	} {
+		tc.opts.Prefix, tc.opts.Timeout = prefix+tc.name+":", 5*time.Second
+		s := NewRedis(tc.client, tc.opts)
+		if s.cluster != tc.want {
+			s.Close()
+			t.Fatalf("%s: taken for a cluster: %v, want %v", tc.name, s.cluster, tc.want)
+		}
+		d, err := s.Decide(ctx, r)
+		s.Close()
+		if !tc.want {
+			if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+				t.Fatalf("%s: taken for a standalone client, a decision over two slots: %v; want CROSSSLOT", tc.name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !d.Allowed || d.Results[0].Used != 1 || d.Results[1].Used != 1 {
+			t.Fatalf("%s: %s; want admitted, each rule used 1", tc.name, describe(d))
+		}
+	}
 }
 
 // A per-campaign budget (requests and coins) beside per-recipient caps,

@@ -7,9 +7,9 @@ import "bytes"
 type keySource interface {
 	// lookup returns the key of p's section si pruned at now, or nil when
 	// it does not exist.
-	lookup(p *plan, si int, now int64) *memKey
+	lookup(p *plan, si int, now int64) *keyLogs
 	// create returns a new empty key stored under the key of p's section si.
-	create(p *plan, si int) *memKey
+	create(p *plan, si int) *keyLogs
 }
 
 // emptyLog stands for a missing log when reading; nothing writes to it.
@@ -18,11 +18,11 @@ var emptyLog subLog
 // decideOn decides p at now over the keys of src, as one atomic step (the
 // caller holds whatever makes it so), and records it when admitted and
 // record is set. It fills p.raw, one answer per rule, and each section's
-// recorded time; p.memKeys holds each section's key afterwards (nil for a
+// recorded time; p.keyLogs holds each section's key afterwards (nil for a
 // key that does not exist).
 func decideOn(src keySource, p *plan, now int64, record bool) (bool, error) {
 	// Each key is looked up (and pruned) once, however many sections read it.
-	keys := p.memKeys[:0]
+	keys := p.keyLogs[:0]
 	admitted := true
 	for si := range p.sections {
 		s := &p.sections[si]
@@ -40,14 +40,14 @@ func decideOn(src keySource, p *plan, now int64, record bool) (bool, error) {
 		for ri := s.r0; ri < s.r1; ri++ {
 			r, err := l.evaluate(&p.rules[ri], s.cost, now)
 			if err != nil {
-				p.memKeys = keys
+				p.keyLogs = keys
 				return false, err
 			}
 			admitted = admitted && r.ok
 			p.raw = append(p.raw, r)
 		}
 	}
-	p.memKeys = keys
+	p.keyLogs = keys
 	if !admitted || !record {
 		return admitted, nil
 	}
@@ -76,7 +76,7 @@ func decideOn(src keySource, p *plan, now int64, record bool) (bool, error) {
 
 // sameKey returns the key an earlier section of p with the same key has
 // already looked up, or nil.
-func sameKey(p *plan, si int, keys []*memKey) *memKey {
+func sameKey(p *plan, si int, keys []*keyLogs) *keyLogs {
 	for j := 0; j < si && j < len(keys); j++ {
 		if keys[j] != nil && bytes.Equal(p.key(&p.sections[j]), p.key(&p.sections[si])) {
 			return keys[j]

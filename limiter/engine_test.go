@@ -323,7 +323,7 @@ func TestLargeLimitMemoryBounded(t *testing.T) {
 			if sh.slots[si].expireAt == 0 {
 				continue
 			}
-			var k memKey
+			var k keyLogs
 			if err := decodeBlob(sh.value(int32(si)), &k); err != nil {
 				t.Fatal(err)
 			}

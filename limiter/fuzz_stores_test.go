@@ -41,10 +41,10 @@ func fuzzRules(tb testing.TB) []*Rule {
 type fuzzOpKind uint8
 
 const (
-	opDecide fuzzOpKind = iota
-	opRefund
-	opUsage
-	opReset
+	fuzzDecide fuzzOpKind = iota
+	fuzzRefund
+	fuzzUsage
+	fuzzReset
 )
 
 type fuzzOp struct {
@@ -62,13 +62,13 @@ func fuzzOps(data []byte, maxOps int) []fuzzOp {
 		op := fuzzOp{step: fuzzSteps[int(b)%len(fuzzSteps)], pick: int(a), cost: int64(c % 4)}
 		switch {
 		case k < 0x90:
-			op.kind = opDecide
+			op.kind = fuzzDecide
 		case k < 0xd0:
-			op.kind = opRefund
+			op.kind = fuzzRefund
 		case k < 0xf0:
-			op.kind = opUsage
+			op.kind = fuzzUsage
 		default:
-			op.kind = opReset
+			op.kind = fuzzReset
 		}
 		op.v = vals{
 			"recipient": []string{"u0", "u1", "u{2}"}[a%3],
@@ -178,7 +178,7 @@ func FuzzMemoryVsModel(f *testing.F) {
 			now = now.Add(op.step)
 			r := op.request(rules, now)
 			switch op.kind {
-			case opDecide:
+			case fuzzDecide:
 				d, err := mem.Decide(ctx, r)
 				if err != nil {
 					t.Fatalf("op %d: %v", n, err)
@@ -259,7 +259,7 @@ func FuzzMemoryVsModel(f *testing.F) {
 				if d.ID() != "" {
 					admissions = append(admissions, &admission{id: d.ID(), recs: recs})
 				}
-			case opRefund:
+			case fuzzRefund:
 				if len(admissions) == 0 {
 					continue
 				}
@@ -303,7 +303,7 @@ func FuzzMemoryVsModel(f *testing.F) {
 				if got != want && !(either && got) {
 					t.Fatalf("op %d: refund %q = %v, model %v", n, adm.id, got, want)
 				}
-			case opUsage:
+			case fuzzUsage:
 				d, err := mem.Usage(ctx, r)
 				if err != nil {
 					t.Fatal(err)
@@ -313,7 +313,7 @@ func FuzzMemoryVsModel(f *testing.F) {
 						t.Fatalf("op %d usage rule %s: %d, model %d", n, rule.Name, d.Results[k].Used, used)
 					}
 				}
-			case opReset:
+			case fuzzReset:
 				if err := mem.Reset(ctx, r); err != nil {
 					t.Fatal(err)
 				}
@@ -352,9 +352,9 @@ func FuzzMemoryVsRedis(f *testing.F) {
 			now = now.Add(op.step)
 			r := op.request(rules, now)
 			switch op.kind {
-			case opDecide, opUsage:
+			case fuzzDecide, fuzzUsage:
 				do := Store.Decide
-				if op.kind == opUsage {
+				if op.kind == fuzzUsage {
 					do = Store.Usage
 				}
 				dm, errM := do(mem, ctx, r)
@@ -368,7 +368,7 @@ func FuzzMemoryVsRedis(f *testing.F) {
 				if dm.ID() != "" {
 					ids = append(ids, dm.ID())
 				}
-			case opRefund:
+			case fuzzRefund:
 				if len(ids) == 0 {
 					continue
 				}
@@ -378,7 +378,7 @@ func FuzzMemoryVsRedis(f *testing.F) {
 				if a != b || errA != nil || errB != nil {
 					t.Fatalf("op %d at %s: refund %q: memory %v %v, redis %v %v", n, now, id, a, errA, b, errB)
 				}
-			case opReset:
+			case fuzzReset:
 				errM, errR := mem.Reset(ctx, r), red.Reset(ctx, r)
 				if errM != nil || errR != nil {
 					t.Fatalf("op %d: reset: memory %v, redis %v", n, errM, errR)

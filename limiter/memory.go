@@ -20,37 +20,19 @@ import (
 // The zero value is not usable; call NewMemory. Memory is safe for
 // concurrent use.
 type Memory struct {
-	now    func() time.Time
-	prefix string
-	seed   maphash.Seed
-	shards [memShards]memShard
-	stop   chan struct{}
-	done   chan struct{}
-	close  sync.Once
+	now       func() time.Time
+	seed      maphash.Seed
+	shards    [memShards]memShard
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 const (
 	memShards = 256
 	// sweepBatch is the most keys the sweeper looks at under one lock.
 	sweepBatch = 512
-	// keySlack keeps a key this long after its last record leaves every
-	// window, as the Redis store's TTL does.
-	keySlack = 60_000
 )
-
-// memKey is one key's sub-logs, decoded for one decision (memory store) or
-// one batch (Redis store).
-type memKey struct {
-	subs     []namedLog // a handful: a slice beats a map
-	expireAt int64
-}
-
-// namedLog is a sub-log and its id. The id refers to bytes that outlive the
-// decision that decoded it: the value it was decoded from, or the plan.
-type namedLog struct {
-	id []byte
-	subLog
-}
 
 // MemoryOptions configure NewMemory.
 type MemoryOptions struct {
@@ -101,21 +83,21 @@ func (m *Memory) clock(req *Request) time.Time {
 
 func (m *Memory) decide(req *Request, record bool) (*Decision, error) {
 	nowT := m.clock(req)
-	p := getPlan()
-	defer p.release()
-	if err := p.build(m.prefix, req, nowT); err != nil {
+	w := m.work()
+	defer w.release()
+	p, tx := &w.plan, &w.tx
+	if err := p.build("", req, nowT); err != nil {
 		return nil, err
 	}
 	now := nowT.UnixMilli()
-	m.lock(p)
-	defer m.unlock(p)
-	tx := p.memTxn(m)
+	tx.lock(p)
+	defer tx.unlock()
 	admitted, err := decideOn(tx, p, now, record)
 	if err != nil {
 		return nil, err
 	}
 	if admitted && record {
-		for _, k := range p.memKeys {
+		for _, k := range p.keyLogs {
 			tx.touch(k)
 		}
 		if err := tx.commit(); err != nil {
@@ -132,8 +114,9 @@ func (m *Memory) Refund(ctx context.Context, id string) (bool, error) {
 		return false, nil
 	}
 	now := m.now().UnixMilli()
-	p := getPlan()
-	defer p.release()
+	w := m.work()
+	defer w.release()
+	p, tx := &w.plan, &w.tx
 	for _, r := range recs {
 		k0 := len(p.buf)
 		p.buf = append(p.buf, r.key...)
@@ -141,9 +124,8 @@ func (m *Memory) Refund(ctx context.Context, id string) (bool, error) {
 		p.buf = append(p.buf, r.sub...)
 		p.sections = append(p.sections, section{k0: k0, k1: k1, s1: len(p.buf)})
 	}
-	m.lock(p)
-	defer m.unlock(p)
-	tx := p.memTxn(m)
+	tx.lock(p)
+	defer tx.unlock()
 	given := false
 	for i, r := range recs {
 		s := &p.sections[i]
@@ -167,14 +149,14 @@ func (m *Memory) Refund(ctx context.Context, id string) (bool, error) {
 // Reset implements Store.
 func (m *Memory) Reset(ctx context.Context, req *Request) error {
 	now := m.clock(req)
-	p := getPlan()
-	defer p.release()
-	if err := p.build(m.prefix, req, now); err != nil {
+	w := m.work()
+	defer w.release()
+	p, tx := &w.plan, &w.tx
+	if err := p.build("", req, now); err != nil {
 		return err
 	}
-	m.lock(p)
-	defer m.unlock(p)
-	tx := p.memTxn(m)
+	tx.lock(p)
+	defer tx.unlock()
 	for si := range p.sections {
 		s := &p.sections[si]
 		if k := tx.lookup(p, si, now.UnixMilli()); k != nil {
@@ -190,7 +172,7 @@ func (m *Memory) Reset(ctx context.Context, req *Request) error {
 
 // Close stops the sweeper.
 func (m *Memory) Close() error {
-	m.close.Do(func() { close(m.stop) })
+	m.closeOnce.Do(func() { close(m.stop) })
 	<-m.done
 	return nil
 }
@@ -209,45 +191,72 @@ func (m *Memory) Len() int {
 
 func (m *Memory) hash(key []byte) uint64 { return maphash.Bytes(m.seed, key) }
 
-// lock hashes the key of every section of p (into p.hashes, for memTxn)
-// and takes their shard locks in index order, so that decisions over
-// several keys never deadlock.
-func (m *Memory) lock(p *plan) {
-	p.hashes = p.hashes[:0]
-	for si := range p.sections {
-		h := m.hash(p.key(&p.sections[si]))
-		p.hashes = append(p.hashes, h)
-		i := int(h % memShards)
-		j := len(p.shards)
-		for j > 0 && p.shards[j-1] > i {
-			j--
-		}
-		if j > 0 && p.shards[j-1] == i {
-			continue
-		}
-		p.shards = append(p.shards, 0)
-		copy(p.shards[j+1:], p.shards[j:])
-		p.shards[j] = i
-	}
-	for _, i := range p.shards {
-		m.shards[i].mu.Lock()
-	}
+// memWork is one operation's scratch space on the memory store: its plan
+// and its transaction, pooled together so that a decision allocates neither
+// once the pool is warm.
+type memWork struct {
+	plan plan
+	tx   memTxn
 }
 
-func (m *Memory) unlock(p *plan) {
-	for _, i := range p.shards {
-		m.shards[i].mu.Unlock()
+var memWorks = sync.Pool{New: func() any { return new(memWork) }}
+
+// work returns empty scratch space on m.
+func (m *Memory) work() *memWork {
+	w := memWorks.Get().(*memWork)
+	w.tx.m = m
+	return w
+}
+
+// release returns w to the pool; w must not be used afterwards.
+func (w *memWork) release() {
+	w.tx.reset()
+	if w.plan.reset() {
+		memWorks.Put(w)
 	}
 }
 
 // memTxn is one decision's (or refund's, or reset's) view of the keys it
-// reads: each decoded once, written back by commit when touched. The
-// caller holds the keys' shard locks.
+// reads: each decoded once, written back by commit when touched, under the
+// shard locks that lock takes.
 type memTxn struct {
-	m    *Memory
-	keys []*txnKey // [:n] in use; the rest kept for their buffers
-	n    int
-	buf  []byte
+	m      *Memory
+	keys   []*txnKey // [:n] in use; the rest kept for their buffers
+	n      int
+	buf    []byte
+	shards []int    // the shards locked, ascending
+	hashes []uint64 // each section's key hashed
+}
+
+// lock hashes the key of every section of p (into tx.hashes) and takes
+// their shard locks in index order, so that decisions over several keys
+// never deadlock.
+func (tx *memTxn) lock(p *plan) {
+	m := tx.m
+	for si := range p.sections {
+		h := m.hash(p.key(&p.sections[si]))
+		tx.hashes = append(tx.hashes, h)
+		i := int(h % memShards)
+		j := len(tx.shards)
+		for j > 0 && tx.shards[j-1] > i {
+			j--
+		}
+		if j > 0 && tx.shards[j-1] == i {
+			continue
+		}
+		tx.shards = append(tx.shards, 0)
+		copy(tx.shards[j+1:], tx.shards[j:])
+		tx.shards[j] = i
+	}
+	for _, i := range tx.shards {
+		m.shards[i].mu.Lock()
+	}
+}
+
+func (tx *memTxn) unlock() {
+	for _, i := range tx.shards {
+		tx.m.shards[i].mu.Unlock()
+	}
 }
 
 type txnKey struct {
@@ -255,13 +264,14 @@ type txnKey struct {
 	hash    uint64
 	slot    int32 // -1 for a key not stored yet
 	key     []byte
-	k       memKey
+	k       keyLogs
 	touched bool
 	// off, end: the encoded value in memTxn.buf, once commit encoded it
 	off, end int
 }
 
-func (tx *memTxn) reset(m *Memory) {
+// reset empties tx for reuse, keeping its buffers.
+func (tx *memTxn) reset() {
 	for _, tk := range tx.keys[:tx.n] {
 		tk.key = nil
 		subs := tk.k.subs[:cap(tk.k.subs)]
@@ -269,7 +279,8 @@ func (tx *memTxn) reset(m *Memory) {
 			subs[i].id = nil // let old arenas go
 		}
 	}
-	tx.m, tx.n = m, 0
+	tx.m, tx.n = nil, 0
+	tx.shards, tx.hashes = tx.shards[:0], tx.hashes[:0]
 }
 
 func (tx *memTxn) add(sh *memShard, hash uint64, slot int32, key []byte) *txnKey {
@@ -284,7 +295,7 @@ func (tx *memTxn) add(sh *memShard, hash uint64, slot int32, key []byte) *txnKey
 }
 
 // lookup implements keySource.
-func (tx *memTxn) lookup(p *plan, si int, now int64) *memKey {
+func (tx *memTxn) lookup(p *plan, si int, now int64) *keyLogs {
 	key := p.key(&p.sections[si])
 	for _, tk := range tx.keys[:tx.n] {
 		if bytes.Equal(tk.key, key) {
@@ -292,7 +303,7 @@ func (tx *memTxn) lookup(p *plan, si int, now int64) *memKey {
 			return &tk.k
 		}
 	}
-	h := p.hashes[si]
+	h := tx.hashes[si]
 	sh := &tx.m.shards[h%memShards]
 	i := sh.find(h, key)
 	if i < 0 {
@@ -316,13 +327,13 @@ func (tx *memTxn) lookup(p *plan, si int, now int64) *memKey {
 }
 
 // create implements keySource.
-func (tx *memTxn) create(p *plan, si int) *memKey {
-	h := p.hashes[si]
+func (tx *memTxn) create(p *plan, si int) *keyLogs {
+	h := tx.hashes[si]
 	return &tx.add(&tx.m.shards[h%memShards], h, -1, p.key(&p.sections[si])).k
 }
 
 // touch marks k to be written back.
-func (tx *memTxn) touch(k *memKey) {
+func (tx *memTxn) touch(k *keyLogs) {
 	for _, tk := range tx.keys[:tx.n] {
 		if &tk.k == k {
 			tk.touched = true
@@ -361,62 +372,6 @@ func (tx *memTxn) commit() error {
 		}
 	}
 	return nil
-}
-
-// find returns the sub-log with the id, or nil.
-func (k *memKey) find(sub []byte) *subLog {
-	for i := range k.subs {
-		if bytes.Equal(k.subs[i].id, sub) {
-			return &k.subs[i].subLog
-		}
-	}
-	return nil
-}
-
-// sub returns the sub-log with the id, creating it.
-func (k *memKey) sub(sub []byte) *subLog {
-	if l := k.find(sub); l != nil {
-		return l
-	}
-	k.subs = k.grow()
-	l := &k.subs[len(k.subs)-1]
-	l.id, l.retention, l.floor = sub, 0, 0
-	l.entries, l.tombs = l.entries[:0], l.tombs[:0]
-	return &l.subLog
-}
-
-// grow returns k.subs one longer, reusing the buffers of a dropped sub-log.
-func (k *memKey) grow() []namedLog {
-	if len(k.subs) < cap(k.subs) {
-		return k.subs[:len(k.subs)+1]
-	}
-	return append(k.subs, namedLog{})
-}
-
-// prune drops what no rule can need from every sub-log, and empty ones
-// (swapped to the end, so their buffers are reused, never shared).
-func (k *memKey) prune(now int64) {
-	j := 0
-	for i := range k.subs {
-		k.subs[i].prune(now)
-		if !k.subs[i].empty() {
-			if i != j {
-				k.subs[j], k.subs[i] = k.subs[i], k.subs[j]
-			}
-			j++
-		}
-	}
-	k.subs = k.subs[:j]
-}
-
-// refreshExpiry sets when the key may go: its last record's retention, plus
-// the slack the Redis store's TTL has too.
-func (k *memKey) refreshExpiry() {
-	var exp int64
-	for i := range k.subs {
-		exp = max(exp, k.subs[i].expiry())
-	}
-	k.expireAt = exp + keySlack
 }
 
 func (m *Memory) sweep(interval time.Duration) {

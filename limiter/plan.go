@@ -11,19 +11,20 @@ import (
 
 // A plan is a request turned into what both stores execute: its checks
 // grouped by the log they read (one section per key and sub-log), with every
-// window in milliseconds. Plans are pooled: building and deciding one
-// allocates nothing once the pool is warm.
+// window in milliseconds. Plans are pooled (each store pools its own with its
+// scratch space): building and deciding one allocates nothing once the pool
+// is warm.
 type plan struct {
 	buf      []byte // every section's key and sub-log id, back to back
 	sections []section
 	rules    []planRule // section i owns rules[r0:r1]
 	raw      []rawResult
-	checkSec []int     // section of each check
-	shards   []int     // memory store: shard indices to lock, ascending
-	hashes   []uint64  // memory store: each section's key hashed
-	memKeys  []*memKey // each section's key, once looked up
-	tx       memTxn    // memory store: the keys decoded for this decision
-	call     call      // Redis store off a cluster: the decision's one call
+	checkSec []int      // section of each check
+	shards   []int      // memory store: shard indices to lock, ascending
+	hashes   []uint64   // memory store: each section's key hashed
+	keyLogs  []*keyLogs // each section's key, once looked up
+	tx       memTxn     // memory store: the keys decoded for this decision
+	call     call       // Redis store off a cluster: the decision's one call
 	calls    [1]*call
 }
 
@@ -62,65 +63,22 @@ func getPlan() *plan { return plans.Get().(*plan) }
 
 // release returns p to the pool; p must not be used afterwards.
 func (p *plan) release() {
+	if p.reset() {
+		plans.Put(p)
+	}
+}
+
+// reset empties p for reuse, keeping its buffers, and reports whether it is
+// worth pooling: a huge request's buffers are better let go.
+func (p *plan) reset() bool {
 	if cap(p.buf) > 64<<10 {
-		return // a huge request: let its buffers go
+		return false
 	}
 	p.buf, p.sections, p.rules, p.raw = p.buf[:0], p.sections[:0], p.rules[:0], p.raw[:0]
-	p.checkSec, p.shards, p.hashes = p.checkSec[:0], p.shards[:0], p.hashes[:0]
-	clear(p.memKeys)
-	p.memKeys = p.memKeys[:0]
-	p.tx.reset(nil)
-	plans.Put(p)
-}
-
-// memTxn returns p's memory-store transaction, empty, on m.
-func (p *plan) memTxn(m *Memory) *memTxn {
-	p.tx.reset(m)
-	return &p.tx
-}
-
-// BucketThreshold is the largest limit kept as exact records. A log read by
-// a rule with a larger limit merges its records into buckets (see grainFor),
-// so its memory is bounded by its retention divided by the bucket width,
-// whatever the limit.
-const BucketThreshold = 1000
-
-// grainLadder lists the bucket widths in ms. Each divides the next, and all
-// divide 15 minutes, so a bucket never straddles a local midnight in any
-// zone whose UTC offset is a whole number of quarter hours (every zone in use
-// today).
-var grainLadder = [...]int64{10, 100, 1000, 10_000, 60_000, 900_000}
-
-// grainBound is the widest bucket a rule tolerates: a thousandth of a
-// rolling window, a minute for a calendar day, 15 minutes for a week or a
-// month.
-func grainBound(r *Rule) int64 {
-	switch r.Window.Unit {
-	case Rolling:
-		return r.Window.Duration.Milliseconds() / 1000
-	case Day:
-		return 60_000
-	}
-	return grainLadder[len(grainLadder)-1]
-}
-
-// grainFor picks the bucket width of a log: 0 (exact) when every limit is at
-// most BucketThreshold; otherwise the widest ladder step within the bound
-// that every rule over the log tolerates (0 when none fits). A merged record
-// takes the time of the latest request in it, so a rolling rule may count
-// it up to one bucket longer than exact (never shorter: never
-// over-admitting); calendar counts stay exact.
-func grainFor(maxLimit, bound int64) int64 {
-	if maxLimit <= BucketThreshold {
-		return 0
-	}
-	var g int64
-	for _, step := range grainLadder {
-		if step <= bound {
-			g = step
-		}
-	}
-	return g
+	p.checkSec = p.checkSec[:0]
+	clear(p.keyLogs)
+	p.keyLogs = p.keyLogs[:0]
+	return true
 }
 
 // build groups the checks of req into sections. approx is the caller's idea
@@ -138,43 +96,17 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 		if c.Cost < 0 {
 			return fmt.Errorf("rule %s: negative cost %d", r.Name, c.Cost)
 		}
+		var si int
 		if j := earlierSameLog(req, i); j >= 0 {
 			// Rules over the same dimensions usually come in pairs (15 a
 			// minute, 50 a day): no need to build the key again to find
 			// that the log is shared.
-			si := p.checkSec[j]
-			if p.sections[si].cost != c.Cost {
-				return fmt.Errorf("rules %s and %s share a log but not a cost", r.Name, req.Checks[p.firstCheck(si)].Rule.Name)
-			}
-			p.checkSec = append(p.checkSec, si)
-			continue
-		}
-		k0 := len(p.buf)
-		if j := earlierSameKey(req, i); j >= 0 {
-			s := &p.sections[p.checkSec[j]]
-			p.buf = append(p.buf, p.buf[s.k0:s.k1]...) // escaped already
+			si = p.checkSec[j]
 		} else {
-			p.buf = appendKey(p.buf, prefix, r.By[0], c.Values[0])
+			si = p.section(prefix, req, i)
 		}
-		k1 := len(p.buf)
-		p.buf = appendSub(p.buf, r, c.Values)
-		s1 := len(p.buf)
-		si := -1
-		for j := range p.sections {
-			s := &p.sections[j]
-			if bytes.Equal(p.key(s), p.buf[k0:k1]) && bytes.Equal(p.sub(s), p.buf[k1:s1]) {
-				si = j
-				break
-			}
-		}
-		if si < 0 {
-			p.sections = append(p.sections, section{k0: k0, k1: k1, s1: s1, cost: c.Cost})
-			si = len(p.sections) - 1
-		} else {
-			p.buf = p.buf[:k0]
-			if p.sections[si].cost != c.Cost {
-				return fmt.Errorf("rules %s and %s share a log but not a cost", r.Name, req.Checks[p.firstCheck(si)].Rule.Name)
-			}
+		if p.sections[si].cost != c.Cost {
+			return fmt.Errorf("rules %s and %s share a log but not a cost", r.Name, req.Checks[p.firstCheck(si)].Rule.Name)
 		}
 		p.checkSec = append(p.checkSec, si)
 	}
@@ -218,6 +150,32 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 		}
 	}
 	return nil
+}
+
+// section returns the section of check i of req: an earlier one with the
+// same key and sub-log, or a new one with the check's cost.
+func (p *plan) section(prefix string, req *Request, i int) int {
+	c := &req.Checks[i]
+	r := c.Rule
+	k0 := len(p.buf)
+	if j := earlierSameKey(req, i); j >= 0 {
+		s := &p.sections[p.checkSec[j]]
+		p.buf = append(p.buf, p.buf[s.k0:s.k1]...) // escaped already
+	} else {
+		p.buf = appendKey(p.buf, prefix, r.By[0], c.Values[0])
+	}
+	k1 := len(p.buf)
+	p.buf = appendSub(p.buf, r, c.Values)
+	s1 := len(p.buf)
+	for j := range p.sections {
+		s := &p.sections[j]
+		if bytes.Equal(p.key(s), p.buf[k0:k1]) && bytes.Equal(p.sub(s), p.buf[k1:s1]) {
+			p.buf = p.buf[:k0]
+			return j
+		}
+	}
+	p.sections = append(p.sections, section{k0: k0, k1: k1, s1: s1, cost: c.Cost})
+	return len(p.sections) - 1
 }
 
 // earlierSameLog returns an earlier check of req that reads the same log as
@@ -303,63 +261,4 @@ func (p *plan) firstCheck(si int) int {
 
 func roundUpToSecond(d time.Duration) int64 {
 	return (d.Milliseconds() + 999) / 1000 * 1000
-}
-
-// finish turns p.raw (per rule, in p.rules order) into a Decision.
-func (p *plan) finish(req *Request, now int64, admitted bool) *Decision {
-	d, idRoom := newDecision(len(req.Checks))
-	d.Allowed, d.Denier, d.Now = admitted, -1, time.UnixMilli(now)
-	for k, pr := range p.rules {
-		res := &d.Results[pr.check]
-		res.Rule = req.Checks[pr.check].Rule
-		pr.answer(res, p.raw[k], &p.sections[p.checkSec[pr.check]])
-	}
-	for i := range d.Results {
-		if d.Results[i].Denied && !d.Results[i].Waived && (d.Denier < 0 || d.Results[i].RetryAfter > d.RetryAfter) {
-			d.Denier, d.RetryAfter = i, d.Results[i].RetryAfter
-		}
-	}
-	if admitted {
-		d.id = p.appendID(idRoom)
-	}
-	return d
-}
-
-// idBytes is the room for the admission id allocated with a decision: the
-// seed config's id is about 110 bytes; a longer one is allocated apart.
-const idBytes = 128
-
-// newDecision allocates a Decision, its results and room for its admission
-// id together: one allocation for up to eight rules.
-func newDecision(n int) (*Decision, []byte) {
-	if n <= 4 {
-		box := &struct {
-			d   Decision
-			res [4]Result
-			id  [idBytes]byte
-		}{}
-		box.d.Results = box.res[:n:n]
-		return &box.d, box.id[:0]
-	}
-	if n <= 8 {
-		box := &struct {
-			d   Decision
-			res [8]Result
-			id  [idBytes]byte
-		}{}
-		box.d.Results = box.res[:n:n]
-		return &box.d, box.id[:0]
-	}
-	return &Decision{Results: make([]Result, n)}, nil
-}
-
-// appendID appends the admission id of what p recorded (see encodeID).
-func (p *plan) appendID(dst []byte) []byte {
-	for si := range p.sections {
-		s := &p.sections[si]
-		if s.recorded > 0 {
-			dst = appendRecord(dst, p.key(s), p.sub(s), s.grain, s.recorded, s.cost)
-		}
-	}
-	return dst
 }

@@ -1,8 +1,11 @@
 package limiter
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -127,48 +130,103 @@ type Rule struct {
 	Quiet *Quiet
 }
 
-var dimensionName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`)
+// namePattern is what may name a rule, a dimension or a handler.
+var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`)
 
-// ValidDimensionName reports whether s may name a dimension: a letter or
+// ValidDimensionName reports whether s may name a dimension (see
+// CheckName).
+func ValidDimensionName(s string) bool { return namePattern.MatchString(s) }
+
+// CheckName checks a name of a rule, a dimension or a handler: a letter or
 // underscore, then letters, digits, '_', '.', '-'; at most 64 bytes. Names
-// end up in keys, so they are kept to characters that need no escaping.
-func ValidDimensionName(s string) bool { return dimensionName.MatchString(s) }
+// end up in keys, metrics and headers, so they are kept to characters that
+// need no escaping. The error starts with the name quoted, for the caller
+// to say what it names ("rule %w").
+func CheckName(s string) error {
+	if namePattern.MatchString(s) {
+		return nil
+	}
+	return fmt.Errorf("%q: invalid name (a letter or '_', then letters, digits, '_', '.', '-')", s)
+}
 
-// Validate checks a rule's own fields.
+// CheckDimensions checks a rule's dimension list (By): at least one, each a
+// valid name, none twice.
+func CheckDimensions(by []string) error {
+	if len(by) == 0 {
+		return errors.New("no dimensions (by)")
+	}
+	for i, d := range by {
+		if err := CheckName(d); err != nil {
+			return fmt.Errorf("dimension %w", err)
+		}
+		if slices.Contains(by[:i], d) {
+			return fmt.Errorf("dimension %s listed twice", d)
+		}
+	}
+	return nil
+}
+
+// CheckPrefix checks a key prefix: no braces, since a brace would make the
+// prefix the Redis Cluster hash tag of every key (all recipients on one
+// shard). The error starts with the prefix quoted, for the caller to say
+// what it is ("key_prefix %w").
+func CheckPrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("%q must not contain { or }: the first dimension's value is the Redis Cluster hash tag", prefix)
+	}
+	return nil
+}
+
+// Validate checks a window: rolling (from 1ms to 180 days) or calendar,
+// not both.
+func (w Window) Validate() error {
+	if w.IsCalendar() {
+		if w.Duration != 0 {
+			return errors.New("window and calendar exclude each other")
+		}
+		if w.Unit > Month {
+			return errors.New("unknown calendar unit")
+		}
+		return nil
+	}
+	if w.Duration < time.Millisecond {
+		return fmt.Errorf("window %s is shorter than 1ms", w.Duration)
+	}
+	if w.Duration > maxRollingWindow {
+		return fmt.Errorf("window %s is longer than %s", w.Duration, maxRollingWindow)
+	}
+	return nil
+}
+
+// Validate checks a rule's own fields: its name, dimensions, limit and
+// window; a quiet rule only its name and dimensions, which may be none.
+// Errors name the rule.
 func (r *Rule) Validate() error {
 	if r.Name == "" {
-		return fmt.Errorf("rule has no name")
+		return errors.New("rule has no name")
 	}
-	if len(r.By) == 0 {
-		return fmt.Errorf("rule %s: no dimensions (by)", r.Name)
+	if err := CheckName(r.Name); err != nil {
+		return fmt.Errorf("rule %w", err)
 	}
-	seen := map[string]bool{}
-	for _, d := range r.By {
-		if !ValidDimensionName(d) {
-			return fmt.Errorf("rule %s: invalid dimension name %q", r.Name, d)
+	if r.Quiet != nil {
+		// A quiet rule counts nothing: no limit or window, and it may
+		// apply to every request (no dimensions).
+		if len(r.By) == 0 {
+			return nil
 		}
-		if seen[d] {
-			return fmt.Errorf("rule %s: dimension %s listed twice", r.Name, d)
+		if err := CheckDimensions(r.By); err != nil {
+			return fmt.Errorf("rule %s: %w", r.Name, err)
 		}
-		seen[d] = true
+		return nil
+	}
+	if err := CheckDimensions(r.By); err != nil {
+		return fmt.Errorf("rule %s: %w", r.Name, err)
 	}
 	if r.Limit < 0 {
 		return fmt.Errorf("rule %s: limit %d is negative", r.Name, r.Limit)
 	}
-	if r.Window.IsCalendar() {
-		if r.Window.Duration != 0 {
-			return fmt.Errorf("rule %s: both a rolling window and a calendar period", r.Name)
-		}
-		if r.Window.Unit > Month {
-			return fmt.Errorf("rule %s: unknown calendar unit", r.Name)
-		}
-	} else {
-		if r.Window.Duration < time.Millisecond {
-			return fmt.Errorf("rule %s: window %s is shorter than 1ms", r.Name, r.Window.Duration)
-		}
-		if r.Window.Duration > maxRollingWindow {
-			return fmt.Errorf("rule %s: window %s is longer than %s", r.Name, r.Window.Duration, maxRollingWindow)
-		}
+	if err := r.Window.Validate(); err != nil {
+		return fmt.Errorf("rule %s: %w", r.Name, err)
 	}
 	return nil
 }

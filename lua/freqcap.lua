@@ -1,6 +1,6 @@
 -- freqcap.lua: one atomic step over the record logs of a group of keys that
 -- share a hash tag (on a standalone server, of any keys). It is the
--- algorithm of limiter/log.go; the differential test holds the two to the
+-- algorithm of limiter/recordlog.go; the differential test holds the two to the
 -- same answers.
 --
 -- KEYS[k]  a log key: a string packing the sub-logs (one per dimension tuple
@@ -19,9 +19,11 @@
 --          time later than any the sub-log has held (entries, tombs,
 --          floor), so an admission id names one admission, ever.
 --
--- ARGV[1]  op: "d" decide and record, "p" peek (decide, record nothing),
---          "r" refund, "x" reset.
--- d, p:    numbers come packed (struct, little-endian), because tonumber
+-- ARGV[1]  op: OP_DECIDE decide and record, OP_PEEK decide and record
+--          nothing, OP_REFUND refund, OP_RESET reset (values below; the Go
+--          side names them alike, and a test holds the two equal).
+-- OP_DECIDE, OP_PEEK:
+--          numbers come packed (struct, little-endian), because tonumber
 --          on strings costs more than the rest of a decision.
 --          ARGV[2] the rule specs: "<B" count S, then per spec "<I6I6B"
 --          retention ms, grain ms, rule count, and per rule "<I6I6" limit,
@@ -33,29 +35,34 @@
 --          ARGV[4...] the sections' sub-log ids, in order.
 --          Decisions are decided in order, as if one by one: concurrent
 --          requests ride in one run.
--- r:       ARGV[2] now (0: TIME), ARGV[3] section count, then per section:
---          key index, sub-log id, grain ms, record time, cost.
--- x:       ARGV[2] now (0: TIME), ARGV[3] section count, then per section:
---          key index, sub-log id.
+-- OP_REFUND: ARGV[2] now (0: TIME), ARGV[3] section count, then per
+--          section: key index, sub-log id, grain ms, record time, cost.
+-- OP_RESET: ARGV[2] now (0: TIME), ARGV[3] section count, then per
+--          section: key index, sub-log id.
 --
 -- Reply:
---   d, p:  per decision: now, admitted 1|0, the record time of each
+--   OP_DECIDE, OP_PEEK:
+--          per decision: now, admitted 1|0, the record time of each
 --          section (0 when nothing was recorded), then per rule: used,
 --          reset ms, retry ms (0 when the rule admits).
---   r:     the number of sections whose record was given back.
---   x:     the number of sub-logs forgotten.
--- Errors:  "CLOCKSKEW ..." when now is outside a rule's period starts.
+--   OP_REFUND: the number of sections whose record was given back.
+--   OP_RESET: the number of sub-logs forgotten.
+-- Errors:  CLOCK_SKEW .. " ..." when now is outside a rule's period starts.
+
+local OP_DECIDE, OP_PEEK, OP_REFUND, OP_RESET = 'd', 'p', 'r', 'x'
+local CLOCK_SKEW = 'CLOCKSKEW'
+local KEY_SLACK = 60000 -- ms a key outlives its last record's retention
+local WIDE_RETENTION_S = 4294967 -- retention (s) above which gaps take 6 bytes
+local MAX_ENTRIES = 65535 -- entries or tombs a sub-log can hold (I2 counts)
 
 local sub, floor, rep, concat = string.sub, math.floor, string.rep, table.concat
 local spack, sunpack = struct.pack, struct.unpack
 local unpack = unpack or table.unpack
-local SLACK = 60000 -- a key outlives its last record's retention by this
 local HEADER = '<sI3BI2I2I6'
 local CHUNK = 4000 -- values per pack/unpack call: Lua's C stack is limited
-local WIDE = 4294967 -- retention (s) above which gaps take 6 bytes
 
 local function gapSize(retS)
-  if retS > WIDE then return 6 end
+  if retS > WIDE_RETENTION_S then return 6 end
   return 4
 end
 
@@ -261,7 +268,7 @@ local function writeBack(ki, now)
     end
   end
   local blob = concat(parts)
-  local ttl = expiry - now + SLACK
+  local ttl = expiry - now + KEY_SLACK
   if blob == '' or ttl <= 0 then
     redis.call('DEL', KEYS[ki])
   else
@@ -294,7 +301,7 @@ local function evaluate(s, limit, window, bounds, cost, now)
       end
     end
     if not start then
-      return nil, 'CLOCKSKEW now ' .. now .. ' is outside the calendar periods sent'
+      return nil, CLOCK_SKEW .. ' now ' .. now .. ' is outside the calendar periods sent'
     end
     local i = 1
     while i <= n and ts[i] >= start do
@@ -351,11 +358,10 @@ local function record(s, now, cost, grain)
   return t, false
 end
 
-local MAXN = 65535 -- entries or tombs a sub-log can hold (I2 counts)
 
 local function refund(s, t, cost, grain, now)
-  -- Past MAXN tombs the sub-log could not be stored: refuse the refund.
-  if t <= s.floor or t <= now - s.ret or #s.tombs >= MAXN then return 0 end
+  -- Past MAX_ENTRIES tombs the sub-log could not be stored: refuse the refund.
+  if t <= s.floor or t <= now - s.ret or #s.tombs >= MAX_ENTRIES then return 0 end
   for _, x in ipairs(s.tombs) do
     if x == t then return 0 end
   end
@@ -380,8 +386,8 @@ end
 
 local op = ARGV[1]
 
-if op == 'd' or op == 'p' then
-  local write = op == 'd'
+if op == OP_DECIDE or op == OP_PEEK then
+  local write = op == OP_DECIDE
   -- Rule specs, unpacked once per run.
   local sp = ARGV[2]
   local nspec, pos = sunpack('<B', sp, 1)
@@ -474,7 +480,7 @@ if op == 'd' or op == 'p' then
   return reply
 end
 
-if op == 'r' or op == 'x' then
+if op == OP_REFUND or op == OP_RESET then
   local now = clock(ARGV[2])
   local nsec = tonumber(ARGV[3])
   local a, done, touched = 4, 0, {}
@@ -482,7 +488,7 @@ if op == 'r' or op == 'x' then
     local ki, id = tonumber(ARGV[a]), ARGV[a + 1]
     local k = loadKey(ki, now)
     local s = k.subs[id]
-    if op == 'r' then
+    if op == OP_REFUND then
       local grain, t, cost = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
       a = a + 5
       if s and refund(decode(k, s, now), t, cost, grain, now) == 1 then

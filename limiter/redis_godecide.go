@@ -22,9 +22,16 @@ import (
 
 var commitScript = redis.NewScript(lua.Commit)
 
-// goBatch is the keys of one batch, as read, and what the decisions made of
+// The write of one key in commit.lua's ARGV, besides a TTL in ms; the
+// script names them WRITE_CHECK and WRITE_DELETE.
+const (
+	writeCheck  = ""    // only check that the key is unchanged
+	writeDelete = "del" // delete the key: its logs are empty
+)
+
+// readBatch is the keys of one batch, as read, and what the decisions made of
 // them. Batches are pooled with their buffers.
-type goBatch struct {
+type readBatch struct {
 	byName map[string]*batchKey
 	keys   []*batchKey
 	free   []*batchKey
@@ -37,7 +44,7 @@ type batchKey struct {
 	name   string
 	old    string // the value read; "" when the key did not exist
 	exists bool
-	k      memKey
+	k      keyLogs
 	// check: an admitted decision read the key, so the commit must find it
 	// unchanged; write: a decision recorded in it.
 	check, write bool
@@ -45,9 +52,9 @@ type batchKey struct {
 	err          error // the value read is not a log: its decisions fail
 }
 
-var goBatches = sync.Pool{New: func() any { return &goBatch{byName: map[string]*batchKey{}} }}
+var readBatches = sync.Pool{New: func() any { return &readBatch{byName: map[string]*batchKey{}} }}
 
-func (b *goBatch) reset() {
+func (b *readBatch) reset() {
 	clear(b.byName)
 	for _, bk := range b.keys {
 		*bk = batchKey{k: bk.k} // keep the decoding buffers
@@ -57,7 +64,7 @@ func (b *goBatch) reset() {
 }
 
 // add notes a key the batch reads.
-func (b *goBatch) add(key []byte) {
+func (b *readBatch) add(key []byte) {
 	if _, ok := b.byName[string(key)]; ok {
 		return
 	}
@@ -74,7 +81,7 @@ func (b *goBatch) add(key []byte) {
 }
 
 // badKey returns the error of a key of p whose value is not a log.
-func (b *goBatch) badKey(p *plan) error {
+func (b *readBatch) badKey(p *plan) error {
 	for si := range p.sections {
 		if bk := b.byName[string(p.key(&p.sections[si]))]; bk != nil && bk.err != nil {
 			return bk.err
@@ -84,7 +91,7 @@ func (b *goBatch) badKey(p *plan) error {
 }
 
 // lookup implements keySource.
-func (b *goBatch) lookup(p *plan, si int, now int64) *memKey {
+func (b *readBatch) lookup(p *plan, si int, now int64) *keyLogs {
 	bk := b.byName[string(p.key(&p.sections[si]))]
 	if bk == nil || !bk.exists {
 		return nil
@@ -94,18 +101,18 @@ func (b *goBatch) lookup(p *plan, si int, now int64) *memKey {
 }
 
 // create implements keySource.
-func (b *goBatch) create(p *plan, si int) *memKey {
+func (b *readBatch) create(p *plan, si int) *keyLogs {
 	bk := b.byName[string(p.key(&p.sections[si]))]
 	bk.exists = true
 	bk.k.subs = bk.k.subs[:0]
 	return &bk.k
 }
 
-// goRun is a batch being decided in Go: its calls, their keys, and the
+// decidedInGo is a batch being decided in Go: its calls, their keys, and the
 // deadline of the whole (its calls wait as long).
-type goRun struct {
+type decidedInGo struct {
 	calls  []*call
-	b      *goBatch
+	b      *readBatch
 	ctx    context.Context
 	cancel context.CancelFunc
 	// after the read:
@@ -113,18 +120,18 @@ type goRun struct {
 	args  []any
 }
 
-// goRound makes one round trip: the write of held (a batch decided in the
+// roundTrip makes one round trip: the write of held (a batch decided in the
 // last round; nil for none) and the read of calls (nil for none). It
 // finishes held, decides calls, and returns them as the next held batch
 // when they have something to write.
-func (s *Redis) goRound(held *goRun, calls []*call) *goRun {
+func (s *Redis) roundTrip(held *decidedInGo, calls []*call) *decidedInGo {
 	if held == nil && calls == nil {
 		return nil
 	}
-	var next *goRun
+	var next *decidedInGo
 	needTime := false
 	if calls != nil {
-		next = &goRun{calls: calls, b: goBatches.Get().(*goBatch)}
+		next = &decidedInGo{calls: calls, b: readBatches.Get().(*readBatch)}
 		next.ctx, next.cancel = context.WithTimeout(context.Background(), s.opts.Timeout)
 		for _, c := range calls {
 			needTime = needTime || c.now == 0
@@ -169,7 +176,7 @@ func (s *Redis) goRound(held *goRun, calls []*call) *goRun {
 		next.fail(err)
 		return nil
 	}
-	if !s.decideRun(next, now) {
+	if !s.decideInGo(next, now) {
 		next.done()
 		return nil
 	}
@@ -178,7 +185,7 @@ func (s *Redis) goRound(held *goRun, calls []*call) *goRun {
 
 // decode reads the round's answers for run: the server's TIME (when asked
 // for) and the values.
-func (s *Redis) decode(run *goRun, tm *redis.TimeCmd, mg *redis.SliceCmd, perr error) (int64, error) {
+func (s *Redis) decode(run *decidedInGo, tm *redis.TimeCmd, mg *redis.SliceCmd, perr error) (int64, error) {
 	var now int64
 	if tm != nil {
 		if err := answered(tm, !tm.Val().IsZero(), perr); err != nil {
@@ -211,12 +218,12 @@ func (s *Redis) decode(run *goRun, tm *redis.TimeCmd, mg *redis.SliceCmd, perr e
 	return now, nil
 }
 
-// decideRun decides the run's calls in order, as one step, and prepares
+// decideInGo decides the run's calls in order, as one step, and prepares
 // the write. It reports whether there is something to write; when not,
 // every call has its answer.
-func (s *Redis) decideRun(run *goRun, serverNow int64) bool {
+func (s *Redis) decideInGo(run *decidedInGo, serverNow int64) bool {
 	b := run.b
-	write := run.calls[0].op == "d"
+	write := run.calls[0].op == opDecide
 	for _, c := range run.calls {
 		now := c.now
 		if now == 0 {
@@ -255,7 +262,7 @@ func (s *Redis) decideRun(run *goRun, serverNow int64) bool {
 		}
 		run.names = append(run.names, bk.name)
 		if !bk.write {
-			run.args = append(run.args, bk.old, "", "")
+			run.args = append(run.args, bk.old, "", writeCheck)
 			continue
 		}
 		blob, err := encodeBlob(b.blob[:0], &bk.k)
@@ -271,13 +278,10 @@ func (s *Redis) decideRun(run *goRun, serverNow int64) bool {
 		b.blob = blob
 		ttl := bk.k.expireAt - bk.touched
 		if len(blob) == 0 || ttl <= 0 {
-			run.args = append(run.args, bk.old, "", "del")
+			run.args = append(run.args, bk.old, "", writeDelete)
 		} else {
 			run.args = append(run.args, bk.old, string(blob), strconv.FormatInt(ttl, 10))
 		}
-	}
-	if s.beforeCommit != nil {
-		s.beforeCommit()
 	}
 	return len(run.names) > 0
 }
@@ -285,7 +289,7 @@ func (s *Redis) decideRun(run *goRun, serverNow int64) bool {
 // finishWrite takes the write's answer for held: written, it answers the
 // calls; a key changed since the read, it decides them again in the
 // script; failed, it fails them.
-func (s *Redis) finishWrite(held *goRun, ec *redis.Cmd, perr error) {
+func (s *Redis) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
 	err := answered(ec, ec.Val() != nil, perr)
 	if _, ok := ec.Val().(int64); ok {
 		// Answered: a failure later in the pipeline may have stamped its
@@ -315,26 +319,8 @@ func (s *Redis) finishWrite(held *goRun, ec *redis.Cmd, perr error) {
 	held.done()
 }
 
-// answered is a pipelined command's error, classified: its own, or, when
-// it has no answer (ok is false), the pipeline's. A pipeline that fails
-// before any command is answered (a refused AUTH, a broken connection)
-// need not set each command's error.
-func answered(cmd redis.Cmder, ok bool, perr error) error {
-	err := cmd.Err()
-	if err == nil && !ok {
-		err = perr
-		if err == nil {
-			err = fmt.Errorf("no answer to %s", cmd.Name())
-		}
-	}
-	if err != nil {
-		return classify(err)
-	}
-	return nil
-}
-
 // fail fails every call of the run and finishes it.
-func (run *goRun) fail(err error) {
+func (run *decidedInGo) fail(err error) {
 	for _, c := range run.calls {
 		c.err = err
 	}
@@ -342,11 +328,11 @@ func (run *goRun) fail(err error) {
 }
 
 // done hands the calls their answers and releases the run.
-func (run *goRun) done() {
+func (run *decidedInGo) done() {
 	finish(run.calls)
 	run.cancel()
 	run.b.reset()
-	goBatches.Put(run.b)
+	readBatches.Put(run.b)
 	run.b = nil
 }
 

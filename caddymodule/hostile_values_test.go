@@ -1,0 +1,263 @@
+package caddymodule_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Hostile values through a real in-process Caddy: huge header values, many
+// dimensions, values full of separators and braces, and JSON paths that
+// lead to objects, arrays, null and numbers.
+
+// TestHostileHeaderValues proves a dimension from a 60 KB header works
+// (the value is hashed into the key, and never echoed back; Caddy itself
+// refuses request headers over 16 KiB with 431 unless the server's
+// max_header_size is raised, as here), that values
+// differing in one byte at either end are counted apart, and that no
+// value can pass for the hash of another.
+func TestHostileHeaderValues(t *testing.T) {
+	eachBackend(t, func(t *testing.T, redisLine string) {
+		up := startUpstream(t)
+		g := startGatewayWith(t, "max_header_size 128KiB",
+			capBlock("", redisLine, "dimension recipient {http.request.header.X-To}", ruleBlock("once", "recipient", 1))+
+				"\treverse_proxy "+up.addr())
+
+		send := func(to string) *answer { return g.post("/v1/send", "text/plain", "hi", "X-To: "+to) }
+		huge := strings.Repeat("a", 60<<10)
+		expectStatus(t, send(huge), http.StatusOK)
+		denied := send(huge)
+		expectStatus(t, denied, http.StatusTooManyRequests)
+		if len(denied.body) > 2000 || strings.Contains(fmt.Sprint(denied.header), "aaaaaaaa") {
+			t.Errorf("the denial echoes the value: %d body bytes, header %v", len(denied.body), denied.header)
+		}
+		expectStatus(t, send(huge[:len(huge)-1]+"b"), http.StatusOK)
+		expectStatus(t, send("b"+huge[1:]), http.StatusOK)
+
+		long := strings.Repeat("z", 65)
+		sum := sha256.Sum256([]byte(long))
+		for _, v := range []string{long, "#" + hex.EncodeToString(sum[:16]), strings.Repeat("z", 64)} {
+			expectStatus(t, send(v), http.StatusOK)
+		}
+		expectStatus(t, send(long), http.StatusTooManyRequests)
+	})
+}
+
+// TestHostileManyDimensions proves 50 dimensions and 100 rules work in one
+// decision: rules over up to 50 dimensions, and 50 rules each with a
+// different first dimension.
+func TestHostileManyDimensions(t *testing.T) {
+	const n = 50
+	var dims, chain, solo strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&dims, "dimension d%d {http.request.header.X-D%d}\n\t\t", i, i)
+		by := make([]string, i+1)
+		for j := range by {
+			by[j] = "d" + strconv.Itoa(j)
+		}
+		fmt.Fprintf(&chain, "%s\n\t\t", ruleBlock(fmt.Sprintf("chain%d", i), strings.Join(by, " "), 2))
+		fmt.Fprintf(&solo, "%s\n\t\t", ruleBlock(fmt.Sprintf("solo%d", i), fmt.Sprintf("d%d", i), 2))
+	}
+	eachBackend(t, func(t *testing.T, redisLine string) {
+		up := startUpstream(t)
+		g := startGateway(t, capBlock("/chain", redisLine, dims.String(), chain.String())+
+			capBlock("/solo", redisLine, dims.String(), solo.String())+
+			"\treverse_proxy "+up.addr())
+
+		send := func(path string, change int, value string) *answer {
+			headers := make([]string, n)
+			for i := range headers {
+				v := "v" + strconv.Itoa(i)
+				if i == change {
+					v = value
+				}
+				headers[i] = fmt.Sprintf("X-D%d: %s", i, v)
+			}
+			return g.post(path, "text/plain", "hi", headers...)
+		}
+		violated := func(a *answer) int { return len(a.problem(t).Violated) }
+		for _, path := range []string{"/chain", "/solo"} {
+			for i := 0; i < 2; i++ {
+				a := send(path, -1, "")
+				expectStatus(t, a, http.StatusOK)
+				if got := strings.Count(a.header.Get("RateLimit-Policy"), ";q=2;"); got != n {
+					t.Fatalf("%s: RateLimit-Policy names %d rules, want %d", path, got, n)
+				}
+			}
+			a := send(path, -1, "")
+			expectStatus(t, a, http.StatusTooManyRequests)
+			if v := violated(a); v != n {
+				t.Errorf("%s: %d rules violated, want %d", path, v, n)
+			}
+			// Another last value frees the rules that count it: chain49
+			// and solo49.
+			a = send(path, n-1, "other")
+			expectStatus(t, a, http.StatusTooManyRequests)
+			if v := violated(a); v != n-1 {
+				t.Errorf("%s with another d49: %d rules violated, want %d", path, v, n-1)
+			}
+		}
+		// Another first value frees every chain rule.
+		expectStatus(t, send("/chain", 0, "other"), http.StatusOK)
+		if got := up.count(); got != 5 {
+			t.Errorf("upstream got %d, want 5", got)
+		}
+	})
+}
+
+// trickyValues differ from one another only in separators, braces,
+// escapes, placeholders, Unicode forms and control characters; each must
+// count on its own.
+var trickyValues = []string{
+	"a", "{a}", "}{", "{", "}", "{}", "a&b=c", "a&b", "a=b", "a$b", "$", "a.b", "a b", "a+b", "a%20b",
+	"%7D", "%7d", "%", "%25", "%2525", "#x", "%23x", "#", "a\x00b", "a\x00", "\x00", "a\tb", "a\nb",
+	"\\", "\"", "é", "e\u0301", "张三", "👋", "\ufffd", "{json.to}", "{http.request.host}", "{env.HOME}",
+	"x{y}z", "fc:recipient{a}", "recipient=a", "a&recipient=b", "=", "&",
+}
+
+// trickyPairs are two-dimension tuples whose values, joined with any
+// separator, would read alike.
+var trickyPairs = [][2]string{
+	{"1&b=2", "3"}, {"1", "2&b=3"}, {"1=", "2"}, {"1", "=2"}, {"x$", "y"}, {"x", "$y"},
+	{"}{", "a"}, {"}", "{a"}, {"%26", "b"}, {"&", "b"},
+}
+
+// TestHostileSeparators proves that distinct values never share a count,
+// whether a value is a rule's first dimension (the key's hash tag) or a
+// later one (the sub-log), and whether it comes from JSON (NUL by \u0000),
+// a form or a header; and that a value that looks like a placeholder is
+// a value, never resolved again.
+func TestHostileSeparators(t *testing.T) {
+	eachBackend(t, func(t *testing.T, redisLine string) {
+		up := startUpstream(t)
+		once := ruleBlock("once", "to", 1)
+		g := startGateway(t, capBlock("/first", redisLine, "dimension to {json.to}", once)+
+			capBlock("/second", redisLine, "dimension fixed {http.request.header.X-Fixed}", "dimension to {json.to}", ruleBlock("once", "fixed to", 1))+
+			capBlock("/pair", redisLine, "dimension fixed {http.request.header.X-Fixed}", "dimension a {json.a}", "dimension b {json.b}", ruleBlock("once", "fixed a b", 1))+
+			capBlock("/form", redisLine, "dimension to {form.to}", once)+
+			capBlock("/header", redisLine, "dimension to {http.request.header.X-To}", once)+
+			"\treverse_proxy "+up.addr())
+
+		jsonOf := func(kv ...string) string {
+			m := map[string]string{}
+			for i := 0; i < len(kv); i += 2 {
+				m[kv[i]] = kv[i+1]
+			}
+			b, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+		host := strings.TrimPrefix(g.url, "http://")
+		headerValues := []string{"{http.request.host}", host, "127.0.0.1", "}{", "{a}", "a&b=c", "%7D", "#x", "é", "e\u0301"}
+		type sender struct {
+			name   string
+			values []string
+			send   func(v string) *answer
+		}
+		senders := []sender{
+			{"json first", trickyValues, func(v string) *answer {
+				return g.post("/first", "application/json", jsonOf("to", v))
+			}},
+			{"json second", trickyValues, func(v string) *answer {
+				return g.post("/second", "application/json", jsonOf("to", v), "X-Fixed: f")
+			}},
+			{"form", trickyValues, func(v string) *answer {
+				return g.post("/form", "application/x-www-form-urlencoded", url.Values{"to": {v}}.Encode())
+			}},
+			{"header", headerValues, func(v string) *answer {
+				return g.post("/header", "text/plain", "hi", "X-To: "+v)
+			}},
+		}
+		for _, s := range senders {
+			for _, v := range s.values {
+				if a := s.send(v); a.status != http.StatusOK {
+					t.Errorf("%s: first send of %q: status %d %s (counted with another value?)", s.name, v, a.status, a.body)
+				}
+			}
+			for _, v := range s.values {
+				if a := s.send(v); a.status != http.StatusTooManyRequests {
+					t.Errorf("%s: second send of %q: status %d, want 429", s.name, v, a.status)
+				}
+			}
+		}
+		for _, p := range trickyPairs {
+			if a := g.post("/pair", "application/json", jsonOf("a", p[0], "b", p[1]), "X-Fixed: f"); a.status != http.StatusOK {
+				t.Errorf("pair %q: status %d (counted with another pair?)", p, a.status)
+			}
+		}
+		for _, p := range trickyPairs {
+			if a := g.post("/pair", "application/json", jsonOf("a", p[0], "b", p[1]), "X-Fixed: f"); a.status != http.StatusTooManyRequests {
+				t.Errorf("pair %q again: status %d, want 429", p, a.status)
+			}
+		}
+		if want := 2*len(trickyValues) + len(headerValues) + len(trickyPairs) + len(trickyValues); up.count() != want {
+			t.Errorf("upstream got %d, want %d", up.count(), want)
+		}
+	})
+}
+
+// TestHostileJSONShapes proves what {json.to} makes of what the path
+// reaches: an object or array counts as its compact JSON (its members in
+// name order, so the same object written in another order is the same
+// value), a number exactly as sent (1.50 and 1.5 are two values), true
+// and false as text; null is missing (400). A string and a number or
+// object of the same text count together: they name the same recipient to
+// any reader that turns values into text, and sharing a count can only
+// refuse early, never admit too much. A body that names a member twice or
+// is not UTF-8 is refused, because readers differ on what it says.
+func TestHostileJSONShapes(t *testing.T) {
+	up := startUpstream(t)
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		key_prefix %s
+		dimension  recipient {json.to}
+		%s
+	}
+	reverse_proxy %s`, testPrefix(), ruleBlock("once", "recipient", 1), up.addr()))
+
+	for _, tc := range []struct {
+		body   string
+		status int
+	}{
+		{`{"to":{"id":1,"via":"sms"}}`, 200},
+		{`{"to":{"via":"sms","id":1}}`, 429},
+		{`{"to":{"id":1.0,"via":"sms"}}`, 200},
+		{`{"to":["a","b"]}`, 200},
+		{`{"to":["b","a"]}`, 200},
+		{`{"to":[]}`, 200},
+		{`{"to":{}}`, 200},
+		{`{"to":1.50}`, 200},
+		{`{"to":1.5}`, 200},
+		{`{"to":15e-1}`, 200},
+		{`{"to":1.50}`, 429},
+		{`{"to":"1.50"}`, 429},
+		{`{"to":12345678901234567890123}`, 200},
+		{`{"to":12345678901234567890124}`, 200},
+		{`{"to":true}`, 200},
+		{`{"to":"true"}`, 429},
+		{`{"to":false}`, 200},
+		{`{"to":"{\"id\":1,\"via\":\"sms\"}"}`, 429},
+		{`{"to":null}`, 400},
+		{`{"to":"alice","to":"mallory"}`, 400},
+		{`{"to":"alice","\u0074o":"mallory"}`, 400},
+		{`{"to":"alice","meta":{"k":1,"k":1}}`, 400},
+		{"{\"to\":\"al\xffice\"}", 400},
+		{`{"to":"alice"}`, 200},
+	} {
+		a := g.post("/v1/send", "application/json", tc.body)
+		if a.status != tc.status {
+			t.Errorf("%s: status %d, want %d; %s", tc.body, a.status, tc.status, a.body)
+		}
+	}
+	if got := up.count(); got != 14 {
+		t.Errorf("upstream got %d, want 14", got)
+	}
+}

@@ -1,0 +1,113 @@
+package jsonbatch
+
+import (
+	"errors"
+	"fmt"
+)
+
+// DefaultMax is the number of entries Enumerate allows when it is given
+// no maximum: the default of max_batch.
+const DefaultMax = 1000
+
+// ErrTooMany is returned (wrapped) by Enumerate for a document with more
+// entries than its maximum; the handler answers it with 413.
+var ErrTooMany = errors.New("too many entries")
+
+// Batch is the result of Path.Enumerate: the document and the entries and
+// missing values its path names.
+type Batch struct {
+	Doc  []byte
+	Path *Path
+	// Entries are the values found, in body order.
+	Entries []Entry
+	// Missing are the places where the path led nowhere or to null, in
+	// body order. A dimension with on_missing reject refuses a batch with
+	// any; with skip they are simply not entries.
+	Missing []Miss
+}
+
+// Entry is one recipient entry: a value the batch path names.
+type Entry struct {
+	Value
+	// Indices holds the element index at each of the path's wildcards, in
+	// order, plus a last one when the path ended on an array and this is
+	// one of its elements. Its last index is the element Remove deletes;
+	// an entry without indices has no element to delete.
+	Indices []int
+	// Start and End delimit the value's bytes in Doc.
+	Start, End int
+}
+
+// Miss is one place where the path found nothing: a member absent, an
+// index out of range, a wildcard on something that is not an array, or
+// null (including a null element of an array the path ended on).
+type Miss struct {
+	// Path is the concrete path as far as the walk got, with the
+	// wildcards it did not reach left as "*": "notifications.2.tokens.*"
+	// when notification 2 has no tokens, "3.to" when message 3 has no
+	// recipient.
+	Path    string
+	Indices []int
+}
+
+// Enumerate lists the values p names in doc, which must have passed
+// Valid.
+//
+// Each "*" yields every element of an array (on anything else it finds
+// nothing: a Miss). When the value at the end of the path is an array, it
+// is expanded once: each of its elements is an entry, with one index more
+// than p has wildcards, so "*.to" serves Expo's "to": "x" (entry "0.to")
+// and "to": ["x","y"] (entries "0.to.0" and "0.to.1"). Elements of that
+// array that are themselves objects or arrays are not expanded further:
+// they are entries whose Value is their compact JSON (Kind Object or
+// Array), as any object or array found at the end of the path is; the
+// caller decides whether such a recipient is acceptable. An empty array
+// yields no entry and no Miss: it names nobody.
+//
+// max bounds len(Entries)+len(Missing) (0 means DefaultMax): past it,
+// Enumerate stops at once and returns an error wrapping ErrTooMany.
+func (p *Path) Enumerate(doc []byte, max int) (*Batch, error) {
+	if max <= 0 {
+		max = DefaultMax
+	}
+	w := walker{doc: doc, p: p, expand: true, limit: max}
+	w.run()
+	if w.over {
+		return nil, fmt.Errorf("%w: more than %d", ErrTooMany, max)
+	}
+	b := &Batch{Doc: doc, Path: p}
+	if len(w.found) > 0 {
+		// Rendered text is at most as long as the bytes it comes from
+		// (but for an object's escapes), so one buffer of their size
+		// holds it all without growing.
+		size := 0
+		for _, h := range w.found {
+			size += h.end - h.start
+		}
+		t := texts{buf: make([]byte, 0, size), ends: make([]int, 0, len(w.found))}
+		b.Entries = make([]Entry, len(w.found))
+		for i, h := range w.found {
+			e := &b.Entries[i]
+			e.Kind = kindAt(doc, h.start)
+			e.Indices = w.indices(h)
+			e.Start, e.End = h.start, h.end
+			t.add(doc, h.start, h.end, e.Kind)
+		}
+		for i, s := range t.strings() {
+			b.Entries[i].Text = s
+		}
+	}
+	for _, h := range w.missing {
+		idx := w.indices(h)
+		b.Missing = append(b.Missing, Miss{Path: p.concrete(idx), Indices: idx})
+	}
+	return b, nil
+}
+
+// EntryPath returns the concrete path of entry i, such as
+// "notifications.0.tokens.3" or, for an element of an array the path
+// ended on, "2.to.1". Paths are built on demand because only the dropped
+// or denied entries need one.
+func (b *Batch) EntryPath(i int) string {
+	return b.Path.concrete(b.Entries[i].Indices)
+}

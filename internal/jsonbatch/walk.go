@@ -1,0 +1,135 @@
+package jsonbatch
+
+// walker visits the values a path names in a document, in body order,
+// recording each as found or missing. Indices are recorded into one
+// shared slice, so a walk allocates per batch, not per value.
+type walker struct {
+	doc    []byte
+	p      *Path
+	expand bool // a value that is an array yields each of its elements
+	limit  int  // stop once found+missing exceeds limit (0: never)
+
+	idx     []int // the indices of the wildcards being walked
+	idxs    []int // every recorded index tuple, back to back
+	found   []hit
+	missing []hit
+	over    bool // stopped at limit+1
+}
+
+// hit is one recorded value: its index tuple idxs[from:to] and, when it
+// was found, its span.
+type hit struct {
+	from, to   int
+	start, end int
+}
+
+// run walks the whole document.
+func (w *walker) run() {
+	w.idx = make([]int, 0, len(w.p.wild)+1)
+	w.from(skipSpace(w.doc, 0), 0)
+}
+
+// from walks the path's segments from si on, starting at the value at
+// doc[pos]. It recurses once per wildcard (at most MaxSegments deep) and
+// returns false once the limit is passed.
+func (w *walker) from(pos, si int) bool {
+	doc, segs := w.doc, w.p.segs
+	for ; si < len(segs); si++ {
+		s := &segs[si]
+		c := at(doc, pos)
+		if s.wild {
+			if c != '[' {
+				return w.record(false, 0, 0)
+			}
+			n := len(w.idx)
+			for it := iterate(doc, pos); ; {
+				k, start, _, ok := it.next()
+				if !ok {
+					break
+				}
+				w.idx = append(w.idx[:n], k)
+				if !w.from(start, si+1) {
+					return false
+				}
+			}
+			w.idx = w.idx[:n]
+			return true
+		}
+		ok := false
+		switch c {
+		case '{':
+			pos, ok = member(doc, pos, s.name)
+		case '[':
+			if s.index >= 0 {
+				pos, ok = element(doc, pos, s.index)
+			}
+		}
+		if !ok {
+			return w.record(false, 0, 0)
+		}
+	}
+	switch c := at(doc, pos); {
+	case c == 'n' || c == 0:
+		return w.record(false, 0, 0)
+	case c == '[' && w.expand:
+		n := len(w.idx)
+		for it := iterate(doc, pos); ; {
+			k, start, end, ok := it.next()
+			if !ok {
+				break
+			}
+			w.idx = append(w.idx[:n], k)
+			null := at(doc, start) == 'n'
+			if !w.record(!null, start, end) {
+				return false
+			}
+		}
+		w.idx = w.idx[:n]
+		return true
+	}
+	return w.record(true, pos, skipValue(doc, pos))
+}
+
+// record notes a found or missing value at the current indices; it
+// returns false once the limit is passed.
+func (w *walker) record(found bool, start, end int) bool {
+	from := len(w.idxs)
+	w.idxs = append(w.idxs, w.idx...)
+	h := hit{from: from, to: len(w.idxs), start: start, end: end}
+	if found {
+		w.found = append(w.found, h)
+	} else {
+		w.missing = append(w.missing, h)
+	}
+	if w.limit > 0 && len(w.found)+len(w.missing) > w.limit {
+		w.over = true
+		return false
+	}
+	return true
+}
+
+// indices returns h's index tuple; valid once the walk is over (the
+// shared slice no longer grows).
+func (w *walker) indices(h hit) []int {
+	return w.idxs[h.from:h.to:h.to]
+}
+
+// follow walks segs, none of them a wildcard, from the value at doc[pos]
+// and returns the start of the value they lead to.
+func follow(doc []byte, pos int, segs []segment) (int, bool) {
+	for i := range segs {
+		ok := false
+		switch at(doc, pos) {
+		case '{':
+			pos, ok = member(doc, pos, segs[i].name)
+		case '[':
+			if segs[i].index >= 0 {
+				pos, ok = element(doc, pos, segs[i].index)
+			}
+		}
+		if !ok {
+			return 0, false
+		}
+	}
+	return pos, true
+}

@@ -1,0 +1,233 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freqcap/caddy-freqcap/lua"
+)
+
+// This file is the wire format of lua/freqcap.lua: the KEYS and ARGV of a
+// run, and its reply (the script's header is the contract). The constants
+// shared with the scripts carry the same names there, in upper case (opDecide
+// is OP_DECIDE); TestWireConstantsMatchLua holds the two sides equal.
+
+// The operations of freqcap.lua, its ARGV[1].
+const (
+	opDecide = "d" // decide and record
+	opPeek   = "p" // decide, record nothing (Usage)
+	opRefund = "r" // give back recorded admissions
+	opReset  = "x" // forget every record of some sub-logs
+)
+
+// clockSkew starts the error freqcap.lua raises when now is outside the
+// calendar periods it was sent (see classify).
+const clockSkew = "CLOCKSKEW"
+
+var freqcapScript = redis.NewScript(lua.Freqcap)
+
+// replyLen is the length of a call's part of a decide or peek reply.
+func (c *call) replyLen() int {
+	n := 2 + len(c.secs)
+	for _, si := range c.secs {
+		n += 3 * (c.p.sections[si].r1 - c.p.sections[si].r0)
+	}
+	return n
+}
+
+// unpackReply puts the call's part of the reply into p: each section's
+// record time, and each rule's answer in p.raw.
+func (c *call) unpackReply(p *plan) {
+	k := 1 + len(c.secs)
+	for i, si := range c.secs {
+		sec := &p.sections[si]
+		sec.recorded = c.reply[1+i]
+		for ri := sec.r0; ri < sec.r1; ri++ {
+			p.raw[ri] = rawResult{used: c.reply[k], reset: c.reply[k+1], retry: c.reply[k+2], ok: c.reply[k+2] == 0}
+			k += 3
+		}
+	}
+}
+
+// runArgs builds one script run's KEYS and ARGV for decisions. Numbers are
+// packed little-endian (the script unpacks them with struct.unpack: far
+// cheaper in Redis than tonumber on strings), and rule specs are sent once
+// per run and referred to by index: a batch of decisions under one config
+// repeats the same few.
+type runArgs struct {
+	keys     keyList
+	keyIndex map[string]int
+	specs    []byte // count, then the specs
+	nspecs   int
+	specIdx  map[string]int
+	decs     []byte // count, then the decisions
+	ids      []any
+	spec     []byte
+}
+
+func newRunArgs(n int) *runArgs {
+	return &runArgs{
+		keyIndex: make(map[string]int, 2*n),
+		specIdx:  make(map[string]int, 2),
+		specs:    []byte{0},
+		decs:     []byte{0, 0},
+	}
+}
+
+func (ra *runArgs) key(k []byte) int {
+	if i, ok := ra.keyIndex[string(k)]; ok {
+		return i
+	}
+	ra.keys = append(ra.keys, string(k))
+	ra.keyIndex[string(k)] = len(ra.keys)
+	return len(ra.keys)
+}
+
+// specOf returns the index of a section's rule spec, adding it when new.
+func (ra *runArgs) specOf(p *plan, sec *section) int {
+	b := ra.spec[:0]
+	b = appendUint(b, uint64(sec.retention), 6)
+	b = appendUint(b, uint64(sec.grain), 6)
+	b = append(b, byte(sec.r1-sec.r0))
+	for _, r := range p.rules[sec.r0:sec.r1] {
+		b = appendUint(b, uint64(r.limit), 6)
+		b = appendUint(b, uint64(r.window), 6)
+		if r.window == 0 {
+			for _, x := range r.bounds {
+				b = appendUint(b, uint64(x), 6)
+			}
+		}
+	}
+	ra.spec = b
+	if i, ok := ra.specIdx[string(b)]; ok {
+		return i
+	}
+	ra.specs = append(ra.specs, b...)
+	ra.nspecs++
+	ra.specIdx[string(b)] = ra.nspecs
+	return ra.nspecs
+}
+
+// add appends the call's decision.
+func (ra *runArgs) add(c *call) {
+	ra.decs = appendUint(ra.decs, uint64(c.now), 6)
+	ra.decs = append(ra.decs, byte(len(c.secs)))
+	for _, si := range c.secs {
+		sec := &c.p.sections[si]
+		ra.decs = appendUint(ra.decs, uint64(ra.key(c.p.key(sec))), 2)
+		ra.decs = appendUint(ra.decs, uint64(ra.specOf(c.p, sec)), 2)
+		ra.decs = appendUint(ra.decs, uint64(sec.cost), 6)
+		ra.ids = append(ra.ids, string(c.p.sub(sec)))
+	}
+}
+
+// appendUint appends the n low bytes of v, little-endian.
+func appendUint(b []byte, v uint64, n int) []byte {
+	for i := 0; i < n; i++ {
+		b = append(b, byte(v>>(8*i)))
+	}
+	return b
+}
+
+// refundArgs is the KEYS and ARGV of a refund of recs[i] for i in group.
+func refundArgs(recs []recorded, group []int, nowArg int64) (keyList, []any) {
+	var keys keyList
+	args := []any{opRefund, nowArg, len(group)}
+	for _, ri := range group {
+		r := &recs[ri]
+		args = append(args, keys.index(r.key), r.sub, r.grain, r.t, r.c)
+	}
+	return keys, args
+}
+
+// resetArgs is the KEYS and ARGV of a reset of p's sections in group.
+func resetArgs(p *plan, group []int, nowArg int64) (keyList, []any) {
+	var keys keyList
+	args := []any{opReset, nowArg, len(group)}
+	for _, si := range group {
+		sec := &p.sections[si]
+		args = append(args, keys.index(string(p.key(sec))), string(p.sub(sec)))
+	}
+	return keys, args
+}
+
+// keyList is a script run's KEYS: each key once, since the script decodes
+// and writes back each KEYS entry on its own.
+type keyList []string
+
+// index returns the 1-based KEYS index of key, adding it when new.
+func (l *keyList) index(key string) int {
+	for i, k := range *l {
+		if k == key {
+			return i + 1
+		}
+	}
+	*l = append(*l, key)
+	return len(*l)
+}
+
+// runCalls runs calls of one op in one script run and hands each its part
+// of the reply.
+func (s *Redis) runCalls(ctx context.Context, calls []*call) {
+	ra := newRunArgs(len(calls))
+	for i, c := range calls {
+		ra.add(c)
+		if ra.nspecs > 255 && i > 0 {
+			// The script counts specs in a byte: run in two halves (a
+			// decision alone has at most 255 sections).
+			s.runCalls(ctx, calls[:len(calls)/2])
+			s.runCalls(ctx, calls[len(calls)/2:])
+			return
+		}
+	}
+	ra.specs[0] = byte(ra.nspecs)
+	ra.decs[0], ra.decs[1] = byte(len(calls)), byte(len(calls)>>8)
+	args := make([]any, 0, 3+len(ra.ids))
+	args = append(args, calls[0].op, ra.specs, ra.decs)
+	args = append(args, ra.ids...)
+	rep, err := s.run(ctx, ra.keys, args)
+	k := 0
+	for _, c := range calls {
+		switch n := c.replyLen(); {
+		case err != nil:
+			c.err = err
+		case k+n > len(rep):
+			c.err = fmt.Errorf("%w: short reply from script", ErrStore)
+		default:
+			c.at, c.reply = rep[k], rep[k+1:k+n:k+n] // appends must not reach the next call's part
+			k += n
+		}
+	}
+}
+
+func (s *Redis) runBounded(ctx context.Context, keys []string, args []any) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	return s.run(ctx, keys, args)
+}
+
+// run runs the script once and returns its reply as integers (a single
+// integer reply becomes a one-element slice).
+func (s *Redis) run(ctx context.Context, keys []string, args []any) ([]int64, error) {
+	v, err := freqcapScript.Run(ctx, s.client, keys, args...).Result()
+	if err != nil {
+		return nil, classify(err)
+	}
+	switch v := v.(type) {
+	case int64:
+		return []int64{v}, nil
+	case []any:
+		out := make([]int64, len(v))
+		for i, x := range v {
+			n, ok := x.(int64)
+			if !ok {
+				return nil, fmt.Errorf("%w: unexpected script reply element %T", ErrStore, x)
+			}
+			out[i] = n
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: unexpected script reply %T", ErrStore, v)
+}
