@@ -1,8 +1,11 @@
 package limiter
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/freqcap/caddy-freqcap/internal/redistest"
 )
 
 // Policy on every store: a per-check limit, a shadow check, an exempt
@@ -106,4 +109,43 @@ func TestPolicy(t *testing.T) {
 			}
 		})
 	})
+}
+
+// A per-check limit under a rule whose own limit only bounds it (the
+// Caddyfile's limit {placeholder} gives the rule 2^40, so its log is kept in
+// buckets) holds on every Redis path: the script alone, Go decisions of one
+// request, and batches under load that mix requests held to 3 and to 5 for
+// the same recipients (their specs differ only in the limit).
+func TestRedisPerCheckLimitOnEveryPath(t *testing.T) {
+	day := &Rule{Name: "day", By: []string{"recipient"}, Limit: 1 << 40, Window: Window{Duration: 24 * time.Hour}}
+	for _, tc := range []struct {
+		name string
+		opts RedisOptions
+	}{
+		{"script", RedisOptions{ScriptOnly: true}},
+		{"go", RedisOptions{GoBatchMin: 1}},
+		{"default", RedisOptions{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Timeout = 5 * time.Second
+			s := NewRedis(redistest.Client(t), tc.opts)
+			for i := 0; i < 5; i++ {
+				r := req(time.Time{}, vals{"recipient": "gold"}, day)
+				r.Checks[0].Limit = 3
+				if d := mustDecide(t, s, r); d.Allowed != (i < 3) || d.Results[0].Limit != 3 {
+					t.Fatalf("send %d: allowed %v used %d limit %d", i, d.Allowed, d.Results[0].Used, d.Results[0].Limit)
+				}
+			}
+			// Each of 4 recipients gets requests held to 3 and to 5: the
+			// ones held to 5 fill it, so exactly 5 each.
+			mk := func(g, i int) *Request {
+				r := req(time.Time{}, vals{"recipient": fmt.Sprint("r", i%4)}, day)
+				r.Checks[0].Limit = int64(3 + g%2*2)
+				return r
+			}
+			if got := hammer(t, []Store{s}, 32, 16, mk); got != 20 {
+				t.Fatalf("admitted %d, want 4 × 5", got)
+			}
+		})
+	}
 }
