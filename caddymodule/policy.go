@@ -48,8 +48,11 @@ func (h *Handler) decide(ctx context.Context, req *limiter.Request, quiet []quie
 		case !refused:
 			return nil, err
 		default:
+			// The answer carries the quiet rules alone: drop the checks
+			// the store did not answer for, so that Results and Checks
+			// stay parallel.
 			h.warns.add(opUsage, err)
-			d = nil
+			d, req.Checks = nil, req.Checks[:0]
 		}
 	}
 	if d == nil {

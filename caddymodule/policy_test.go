@@ -290,3 +290,41 @@ func TestPolicyShadow(t *testing.T) {
 		}
 	})
 }
+
+// TestPolicyQuietStoreDown proves that a quiet denial is answered from the
+// quiet rule alone when the store cannot say what the other rules have
+// left: the body and headers name the quiet rule and its range, not the
+// window of a rule the store did not answer for.
+func TestPolicyQuietStoreDown(t *testing.T) {
+	up := startUpstream(t)
+	span, _ := quietAround(t, "Asia/Tokyo")
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		redis {
+			address 127.0.0.1:%d
+			timeout 200ms
+		}
+		key_prefix %s
+		dimension recipient {json.to}
+		rule hour {
+			by recipient
+			limit 5
+			window 1h
+		}
+		rule night {
+			quiet %s Asia/Tokyo
+		}
+	}
+	reverse_proxy %s`, freePort(t), testPrefix(), span, up.addr()))
+	a := g.send("/", map[string]any{"to": "alice"})
+	expectStatus(t, a, http.StatusTooManyRequests)
+	if p := a.problem(t); p.Rule != "night" || !strings.Contains(p.Window, "quiet") || len(p.Violated) != 1 || !strings.Contains(p.Violated[0].Window, "quiet") {
+		t.Errorf("quiet denial with the store down: %+v", p)
+	}
+	if p := a.header.Get("RateLimit-Policy"); !strings.HasPrefix(p, `"night";q=0;w=660`) || strings.Contains(p, "hour") {
+		t.Errorf("RateLimit-Policy %q, want the quiet rule alone", p)
+	}
+	if up.count() != 0 {
+		t.Errorf("a quiet request reached the upstream")
+	}
+}
