@@ -131,3 +131,31 @@ func mustQuiet(t *testing.T, span string, days ...string) Quiet {
 	}
 	return q
 }
+
+// A quiet rule counts nothing: it validates without a limit or a window,
+// and without dimensions; what it has is still checked.
+func TestQuietRuleValidate(t *testing.T) {
+	q, err := ParseQuiet("22:00-07:00", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []Rule{
+		{Name: "night", Quiet: &q},
+		{Name: "night", By: []string{"recipient"}, Quiet: &q},
+	} {
+		if err := r.Validate(); err != nil {
+			t.Errorf("%+v: %v", r, err)
+		}
+	}
+	for _, r := range []Rule{
+		{Name: "", Quiet: &q},
+		{Name: "9night", Quiet: &q},
+		{Name: "night", By: []string{"recipient", "recipient"}, Quiet: &q},
+		{Name: "night", By: []string{"bad name"}, Quiet: &q},
+		{Name: "night", By: []string{"recipient"}}, // not quiet: needs a window
+	} {
+		if err := r.Validate(); err == nil {
+			t.Errorf("%+v validated", r)
+		}
+	}
+}
