@@ -83,9 +83,13 @@ func writeDenial(w http.ResponseWriter, status int, req *limiter.Request, d *lim
 		Window:     windowOf(&req.Checks[d.Denier]),
 		RetryAfter: retry,
 	}
-	p.Detail = fmt.Sprintf("rule %s allows %d per %s; retry in %d s", p.Rule, p.Limit, p.Window, retry)
+	if den.Rule.Quiet != nil {
+		p.Detail = fmt.Sprintf("rule %s: %s; retry in %d s", p.Rule, p.Window, retry)
+	} else {
+		p.Detail = fmt.Sprintf("rule %s allows %d per %s; retry in %d s", p.Rule, p.Limit, p.Window, retry)
+	}
 	for i, res := range d.Results {
-		if !res.Denied {
+		if !res.Denied || res.Waived {
 			continue
 		}
 		p.Violated = append(p.Violated, violated{
@@ -104,6 +108,9 @@ func writeDenial(w http.ResponseWriter, status int, req *limiter.Request, d *lim
 // windowOf names a check's window as configured, with the zone the request
 // was actually counted in.
 func windowOf(c *limiter.Check) string {
+	if q := c.Rule.Quiet; q != nil {
+		return q.String(c.Zone)
+	}
 	w := c.Rule.Window
 	if w.IsCalendar() && c.Zone != nil {
 		w.Zone = c.Zone

@@ -62,8 +62,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        pool_size       <n>
 //	    }]
 //	    key_prefix  <prefix>
-//	    on_error    allow|deny
+//	    on_error    allow|deny|local [<divisor>]
 //	    on_missing  reject|skip
+//	    exempt      <placeholder> <value>...
 //	    refund_on   <class-or-code>...
 //	    dry_run
 //	    max_body    <size>
@@ -72,15 +73,24 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    dimension   <name> <placeholder>
 //	    rule <name> {
 //	        by       <dimension>...
-//	        limit    <n>
+//	        limit    <n>|<placeholder> [<fallback-n>]
 //	        window   <duration>
 //	        calendar day|week|month [<zone>|<placeholder> [<fallback-zone>]]
 //	        cost     <n>|<placeholder>
+//	        dry_run
+//	    }
+//	    rule <name> {
+//	        quiet    <HH:MM>-<HH:MM> [<zone>|<placeholder> [<fallback-zone>]]
+//	        days     <day>|<day>-<day>...
+//	        by       <dimension>...
+//	        dry_run
 //	    }
 //	}
 //
 // dimension and rule may repeat; a rule has exactly one of window and
-// calendar. Every other subdirective may appear once.
+// calendar, or is a quiet rule (quiet, optionally days and by; no limit,
+// window, calendar or cost). on_error local takes a divisor of at least 1
+// (default 1). Every other subdirective may appear once.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
 	if d.NextArg() {
@@ -111,7 +121,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				err = wrapLine(d, "key_prefix %w", limiter.CheckPrefix(h.KeyPrefix))
 			}
 		case "on_error":
-			h.OnError, err = oneOf(d, OnErrorAllow, OnErrorDeny)
+			err = h.unmarshalOnError(d)
+		case "exempt":
+			args := d.RemainingArgs()
+			if len(args) < 2 {
+				return d.Errf("exempt needs a placeholder and at least one value")
+			}
+			if !isPlaceholder(args[0]) {
+				return d.Errf("exempt %q is not a placeholder such as {json.priority}", args[0])
+			}
+			h.Exempt = &ExemptConfig{Placeholder: args[0], Values: args[1:]}
 		case "on_missing":
 			h.OnMissing, err = oneOf(d, OnMissingReject, OnMissingSkip)
 		case "refund_on":
@@ -239,6 +258,29 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 	return nil
 }
 
+func (h *Handler) unmarshalOnError(d *caddyfile.Dispenser) error {
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return d.ArgErr()
+	}
+	switch h.OnError = args[0]; {
+	case h.OnError == OnErrorLocal && len(args) <= 2:
+		if len(args) == 2 {
+			n, err := strconv.ParseInt(args[1], 10, 64)
+			if err != nil || n < 1 {
+				return d.Errf("on_error local divisor %q is not an integer of at least 1", args[1])
+			}
+			h.LocalDivisor = n
+		}
+	case (h.OnError == OnErrorAllow || h.OnError == OnErrorDeny) && len(args) == 1:
+	case h.OnError == OnErrorAllow || h.OnError == OnErrorDeny || h.OnError == OnErrorLocal:
+		return d.ArgErr()
+	default:
+		return d.Errf("on_error must be allow, deny or local, not %q", h.OnError)
+	}
+	return nil
+}
+
 func (h *Handler) unmarshalRefundOn(d *caddyfile.Dispenser) error {
 	h.RefundOn = d.RemainingArgs()
 	if len(h.RefundOn) == 0 {
@@ -321,6 +363,7 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 	needBy := ruleErr("needs by <dimension>...")
 	needLimit := ruleErr("needs limit <n>")
 	needWindow := ruleErr("needs window <duration> or calendar day|week|month")
+	needQuiet := ruleErr("days needs quiet <HH:MM>-<HH:MM>")
 	var unknown []pendingDim
 	seen := map[string]bool{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
@@ -345,16 +388,34 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 				}
 			}
 		case "limit":
-			var s string
-			if s, err = oneArg(d); err != nil {
+			if seen["quiet"] {
+				return nil, ruleErr(quietExcludes)
+			}
+			if err := unmarshalLimit(d, &rc); err != nil {
 				return nil, err
 			}
-			n, perr := strconv.ParseInt(s, 10, 64)
-			if perr != nil || n < 1 {
-				return nil, ruleErr("limit " + strconv.Quote(s) + " is not a positive integer")
+		case "quiet":
+			if seen["limit"] || seen["window"] || seen["calendar"] || seen["cost"] {
+				return nil, ruleErr(quietExcludes)
 			}
-			rc.Limit = n
+			if err := unmarshalQuiet(d, &rc); err != nil {
+				return nil, err
+			}
+		case "days":
+			if rc.Days = d.RemainingArgs(); len(rc.Days) == 0 {
+				return nil, d.ArgErr()
+			}
+			if _, err := limiter.ParseQuiet("00:00-00:01", rc.Days); err != nil {
+				return nil, ruleErr(err.Error())
+			}
+		case "dry_run":
+			if rc.DryRun, err = true, noArgs(d); err != nil {
+				return nil, err
+			}
 		case "window":
+			if seen["quiet"] {
+				return nil, ruleErr(quietExcludes)
+			}
 			if rc.Window, err = durationArg(d, "rule "+rc.Name+": window"); err != nil {
 				return nil, err
 			}
@@ -362,6 +423,9 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 				return nil, err
 			}
 		case "calendar":
+			if seen["quiet"] {
+				return nil, ruleErr(quietExcludes)
+			}
 			if err := unmarshalCalendar(d, &rc); err != nil {
 				return nil, err
 			}
@@ -369,6 +433,9 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 				return nil, err
 			}
 		case "cost":
+			if seen["quiet"] {
+				return nil, ruleErr(quietExcludes)
+			}
 			if rc.Cost, err = oneArg(d); err != nil {
 				return nil, err
 			}
@@ -382,15 +449,56 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 		}
 	}
 	switch {
+	case len(rc.Days) > 0 && rc.Quiet == "":
+		return nil, needQuiet
+	case rc.Quiet != "":
 	case len(rc.By) == 0:
 		return nil, needBy
-	case rc.Limit == 0:
+	case rc.Limit == 0 && rc.LimitPlaceholder == "":
 		return nil, needLimit
 	case rc.Window == 0 && rc.Calendar == "":
 		return nil, needWindow
 	}
 	h.Rules = append(h.Rules, rc)
 	return unknown, nil
+}
+
+const quietExcludes = "quiet excludes limit, window, calendar and cost"
+
+// unmarshalLimit parses limit <n>, or limit <placeholder> [<fallback>].
+func unmarshalLimit(d *caddyfile.Dispenser, rc *RuleConfig) error {
+	args := d.RemainingArgs()
+	if len(args) == 0 || len(args) > 2 || (len(args) == 2 && !isPlaceholder(args[0])) {
+		return d.ArgErr()
+	}
+	s := args[len(args)-1]
+	if len(args) == 1 && isPlaceholder(s) {
+		rc.LimitPlaceholder = s
+		return nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 1 {
+		return d.Errf("rule %s: limit %q is not a positive integer", rc.Name, s)
+	}
+	if len(args) == 2 {
+		rc.LimitPlaceholder = args[0]
+	}
+	rc.Limit = n
+	return nil
+}
+
+// unmarshalQuiet parses quiet <HH:MM>-<HH:MM> [<zone>|<placeholder>
+// [<fallback-zone>]].
+func unmarshalQuiet(d *caddyfile.Dispenser, rc *RuleConfig) error {
+	args := d.RemainingArgs()
+	if len(args) < 1 || len(args) > 3 {
+		return d.ArgErr()
+	}
+	if _, err := limiter.ParseQuiet(args[0], nil); err != nil {
+		return d.Errf("rule %s: %v", rc.Name, err)
+	}
+	rc.Quiet = args[0]
+	return unmarshalZone(d, rc, args[1:])
 }
 
 // checkWindow checks the window of rc as read so far (a window, a calendar
@@ -412,19 +520,24 @@ func unmarshalCalendar(d *caddyfile.Dispenser, rc *RuleConfig) error {
 		return d.Errf("rule %s: %v", rc.Name, err)
 	}
 	rc.Calendar = args[0]
-	if len(args) > 1 {
-		rc.Zone = args[1]
+	return unmarshalZone(d, rc, args[1:])
+}
+
+// unmarshalZone parses [<zone>|<placeholder> [<fallback-zone>]].
+func unmarshalZone(d *caddyfile.Dispenser, rc *RuleConfig, args []string) error {
+	if len(args) > 0 {
+		rc.Zone = args[0]
 		if !isPlaceholder(rc.Zone) {
 			if _, err := loadZone(rc.Zone); err != nil {
 				return d.Errf("rule %s: %v", rc.Name, err)
 			}
 		}
 	}
-	if len(args) > 2 {
+	if len(args) > 1 {
 		if !isPlaceholder(rc.Zone) {
 			return d.Errf("rule %s: a fallback zone needs a placeholder zone such as {json.tz}", rc.Name)
 		}
-		rc.FallbackZone = args[2]
+		rc.FallbackZone = args[1]
 		if _, err := loadZone(rc.FallbackZone); err != nil {
 			return d.Errf("rule %s: fallback zone: %v", rc.Name, err)
 		}

@@ -194,7 +194,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"bad name", "frequency_cap {\n\tname \"my caps\"" + valid + "\n}", `name "my caps"`, 2},
 		{"bad redis url", "frequency_cap {\n\tredis http://x:1" + valid + "\n}", `redis url "http://x:1"`, 2},
 		{"name without value", "frequency_cap {\n\tname" + valid + "\n}", "wrong argument count", 2},
-		{"bad on_error", "frequency_cap {\n\ton_error maybe" + valid + "\n}", "on_error must be allow or deny", 2},
+		{"bad on_error", "frequency_cap {\n\ton_error maybe" + valid + "\n}", "on_error must be allow, deny or local", 2},
 		{"bad on_missing", "frequency_cap {\n\ton_missing ignore" + valid + "\n}", "on_missing must be reject or skip", 2},
 		{"bad refund_on", "frequency_cap {\n\trefund_on 5xx 6xx" + valid + "\n}", `refund_on "6xx"`, 2},
 		{"refund_on without value", "frequency_cap {\n\trefund_on" + valid + "\n}", "wrong argument count", 2},
@@ -233,6 +233,24 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"missing by", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", "rule x: needs by", 3},
 		{"missing limit", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\twindow 1m\n\t}\n}", "rule x: needs limit", 3},
 		{"missing window", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t}\n}", "rule x: needs window <duration> or calendar", 3},
+		// Sending policy (DESIGN §8).
+		{"policy: quiet bad range", "frequency_cap {\n\trule q {\n\t\tquiet 21:00-8:00\n\t}\n}", `rule q: quiet range "21:00-8:00": "8:00" is not HH:MM`, 3},
+		{"policy: quiet out of range", "frequency_cap {\n\trule q {\n\t\tquiet 21:00-24:30\n\t}\n}", `"24:30" is not a time from 00:00 to 23:59`, 3},
+		{"policy: quiet empty range", "frequency_cap {\n\trule q {\n\t\tquiet 08:00-08:00\n\t}\n}", "is empty", 3},
+		{"policy: quiet unknown zone", "frequency_cap {\n\trule q {\n\t\tquiet 21:00-08:00 Mars/Olympus\n\t}\n}", `rule q: unknown zone "Mars/Olympus"`, 3},
+		{"policy: unknown day", "frequency_cap {\n\trule q {\n\t\tquiet 21:00-08:00\n\t\tdays mon-fro\n\t}\n}", `rule q: unknown day "fro"`, 4},
+		{"policy: days without quiet", "frequency_cap {\n\tdimension r {json.to}\n\trule q {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t\tdays sat\n\t}\n}", "rule q: days needs quiet", 3},
+		{"policy: quiet then limit", "frequency_cap {\n\trule q {\n\t\tquiet 21:00-08:00\n\t\tlimit 5\n\t}\n}", "rule q: quiet excludes limit, window, calendar and cost", 4},
+		{"policy: window then quiet", "frequency_cap {\n\trule q {\n\t\twindow 1m\n\t\tquiet 21:00-08:00\n\t}\n}", "rule q: quiet excludes limit, window, calendar and cost", 4},
+		{"policy: quiet then calendar", "frequency_cap {\n\trule q {\n\t\tquiet 21:00-08:00\n\t\tcalendar day\n\t}\n}", "rule q: quiet excludes", 4},
+		{"policy: divisor zero", "frequency_cap {\n\ton_error local 0" + valid + "\n}", `on_error local divisor "0" is not an integer of at least 1`, 2},
+		{"policy: divisor not a number", "frequency_cap {\n\ton_error local three" + valid + "\n}", `on_error local divisor "three"`, 2},
+		{"policy: divisor on deny", "frequency_cap {\n\ton_error deny 3" + valid + "\n}", "wrong argument count", 2},
+		{"policy: exempt without value", "frequency_cap {\n\texempt {json.priority}" + valid + "\n}", "exempt needs a placeholder and at least one value", 2},
+		{"policy: exempt not a placeholder", "frequency_cap {\n\texempt priority otp" + valid + "\n}", `exempt "priority" is not a placeholder`, 2},
+		{"policy: limit fallback not a number", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit {tier} lots\n\t}\n}", `rule x: limit "lots" is not a positive integer`, 5},
+		{"policy: limit fallback without placeholder", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 5 6\n\t}\n}", "wrong argument count", 5},
+		{"policy: rule dry_run with argument", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tdry_run yes\n\t}\n}", "wrong argument count", 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var h Handler

@@ -28,7 +28,17 @@ type compiledRule struct {
 	// zoneExpr is the placeholder expression of the zone, or "" when the
 	// rule's zone is fixed.
 	zoneExpr string
+	// limitExpr is the placeholder expression of the limit, or "" when the
+	// limit is rule.Limit; limitFallback is its fallback, 0 for none.
+	limitExpr     string
+	limitFallback int64
+	// shadow: the rule never denies (dry_run in its block).
+	shadow bool
 }
+
+// maxRequestLimit bounds a limit given by a placeholder: the rule's
+// limiter.Rule carries it as its Limit, which a check's limit is capped at.
+const maxRequestLimit = 1 << 40
 
 // compile checks the dimensions and rules and turns them into h.dims and
 // h.rules; errors name the rule or dimension at fault.
@@ -76,9 +86,11 @@ func (h *Handler) compile() error {
 		h.rules = append(h.rules, cr)
 	}
 
-	all := make([]*limiter.Rule, len(h.rules))
+	var all []*limiter.Rule
 	for i := range h.rules {
-		all[i] = h.rules[i].rule
+		if h.rules[i].rule.Quiet == nil {
+			all = append(all, h.rules[i].rule)
+		}
 	}
 	if err := limiter.CheckLogs(all); err != nil {
 		return err
@@ -88,7 +100,17 @@ func (h *Handler) compile() error {
 		h.needs |= needsOf(d.expr)
 	}
 	for _, r := range h.rules {
-		h.needs |= needsOf(r.costExpr) | needsOf(r.zoneExpr)
+		h.needs |= needsOf(r.costExpr) | needsOf(r.zoneExpr) | needsOf(r.limitExpr)
+	}
+	if e := h.Exempt; e != nil {
+		if strings.TrimSpace(e.Placeholder) == "" || len(e.Values) == 0 {
+			return fmt.Errorf("exempt needs a placeholder and at least one value")
+		}
+		h.exempt = make(map[string]bool, len(e.Values))
+		for _, v := range e.Values {
+			h.exempt[v] = true
+		}
+		h.needs |= needsOf(e.Placeholder)
 	}
 	return nil
 }
@@ -97,8 +119,14 @@ func (h *Handler) compile() error {
 // what the engine needs (name, dimensions, window), and this what the
 // config adds.
 func compileRule(rc *RuleConfig) (compiledRule, error) {
+	if rc.Quiet != "" {
+		return compileQuiet(rc)
+	}
+	if len(rc.Days) > 0 {
+		return compiledRule{}, fmt.Errorf("rule %s: days needs quiet", rc.Name)
+	}
 	r := &limiter.Rule{Name: rc.Name, By: rc.By, Limit: rc.Limit, Window: limiter.Window{Duration: time.Duration(rc.Window)}}
-	cr := compiledRule{rule: r, cost: 1}
+	cr := compiledRule{rule: r, cost: 1, shadow: rc.DryRun}
 	if rc.Calendar != "" {
 		unit, err := limiter.ParseUnit(rc.Calendar)
 		if err != nil {
@@ -108,7 +136,16 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 	} else if rc.Window == 0 {
 		return compiledRule{}, fmt.Errorf("rule %s: needs a window or a calendar", rc.Name)
 	}
-	if rc.Limit < 1 {
+	switch {
+	case rc.LimitPlaceholder != "":
+		if !isPlaceholder(rc.LimitPlaceholder) {
+			return compiledRule{}, fmt.Errorf("rule %s: limit_placeholder %q is not a placeholder", rc.Name, rc.LimitPlaceholder)
+		}
+		if rc.Limit < 0 {
+			return compiledRule{}, fmt.Errorf("rule %s: fallback limit must be at least 1, not %d", rc.Name, rc.Limit)
+		}
+		cr.limitExpr, cr.limitFallback, r.Limit = rc.LimitPlaceholder, rc.Limit, maxRequestLimit
+	case rc.Limit < 1:
 		return compiledRule{}, fmt.Errorf("rule %s: limit must be at least 1, not %d", rc.Name, rc.Limit)
 	}
 	if err := r.Validate(); err != nil {
@@ -135,6 +172,31 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 		}
 		cr.cost = n
 		r.Weight = rc.Cost
+	}
+	return cr, nil
+}
+
+// compileQuiet checks a quiet rule: a range, days, a zone, and nothing
+// that counts.
+func compileQuiet(rc *RuleConfig) (compiledRule, error) {
+	if err := limiter.CheckName(rc.Name); err != nil {
+		return compiledRule{}, fmt.Errorf("rule %w", err)
+	}
+	if rc.Limit != 0 || rc.LimitPlaceholder != "" || rc.Window != 0 || rc.Calendar != "" || rc.Cost != "" {
+		return compiledRule{}, fmt.Errorf("rule %s: quiet excludes limit, window, calendar and cost", rc.Name)
+	}
+	q, err := limiter.ParseQuiet(rc.Quiet, rc.Days)
+	if err != nil {
+		return compiledRule{}, fmt.Errorf("rule %s: %w", rc.Name, err)
+	}
+	cr := compiledRule{shadow: rc.DryRun}
+	if q.Zone, cr.zoneExpr, err = ruleZone(rc); err != nil {
+		return compiledRule{}, err
+	}
+	// The quota headers give it q=0 and, as w, the range's length.
+	cr.rule = &limiter.Rule{Name: rc.Name, By: rc.By, Quiet: &q, Window: limiter.Window{Duration: q.Length()}}
+	if err := cr.rule.Validate(); err != nil {
+		return compiledRule{}, err
 	}
 	return cr, nil
 }

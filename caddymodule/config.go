@@ -20,6 +20,7 @@ const (
 const (
 	OnErrorAllow    = "allow"
 	OnErrorDeny     = "deny"
+	OnErrorLocal    = "local"
 	OnMissingReject = "reject"
 	OnMissingSkip   = "skip"
 )
@@ -35,11 +36,23 @@ type RuleConfig struct {
 	// declared in the handler's dimensions. The first one (usually the
 	// recipient) decides where the rule's records live: rules that start
 	// with the same dimension are decided in one store round trip.
-	// Required.
-	By []string `json:"by"`
+	// Required, except for a quiet rule.
+	By []string `json:"by,omitempty"`
 
-	// Limit is the most units admitted per window. Required, at least 1.
-	Limit int64 `json:"limit"`
+	// Limit is the most units admitted per window: at least 1. Required,
+	// unless LimitPlaceholder is set (then it is the fallback; 0 means
+	// none) or the rule is a quiet rule (then it must be 0).
+	Limit int64 `json:"limit,omitempty"`
+
+	// LimitPlaceholder gives each request's limit ("{tier_day}", with
+	// Caddy's map directive giving it per customer tier). A value that is
+	// empty or not a positive integer uses Limit, the fallback; without a
+	// fallback such a request is answered 400 naming the rule. A value
+	// above 1099511627776 (2^40) counts as 2^40. Keys never hold the
+	// limit, so a recipient moving between tiers keeps its history; the
+	// rule's records are kept in buckets as for a limit above 1000 (see
+	// limiter.BucketThreshold). Default: the limit is Limit.
+	LimitPlaceholder string `json:"limit_placeholder,omitempty"`
 
 	// Window makes the rule a sliding window of this length: the count over
 	// (now-window, now], millisecond precision. Exactly one of window and
@@ -51,9 +64,9 @@ type RuleConfig struct {
 	// and calendar is required.
 	Calendar string `json:"calendar,omitempty"`
 
-	// Zone is the IANA zone of a calendar rule ("Asia/Shanghai"), or a
-	// placeholder that names each request's zone ("{json.tz}"), so that a
-	// day is the recipient's own day. Default UTC.
+	// Zone is the IANA zone of a calendar or quiet rule ("Asia/Shanghai"),
+	// or a placeholder that names each request's zone ("{json.tz}"), so
+	// that a day or a night is the recipient's own. Default UTC.
 	Zone string `json:"zone,omitempty"`
 
 	// FallbackZone is the IANA zone used when a placeholder Zone is empty
@@ -65,6 +78,45 @@ type RuleConfig struct {
 	// placeholder that yields one ("{json.amount}"); a request whose cost
 	// is not a non-negative integer is answered 400. Default 1.
 	Cost string `json:"cost,omitempty"`
+
+	// Quiet makes the rule a quiet rule: "HH:MM-HH:MM" (24-hour clock, in
+	// Zone), a range of local times in which every request it applies to
+	// is denied and nothing is recorded, with Retry-After the seconds
+	// until the range ends. Start is inclusive, end exclusive; a range
+	// whose end is not after its start crosses midnight; DST changes
+	// shorten or lengthen it as a wall clock would. Outside the range the
+	// rule admits, counts nothing and is left out of the quota headers.
+	// It is decided by the gateway's clock, not the store's. A quiet rule
+	// has no limit, window, calendar or cost; By is optional (with it, the
+	// rule applies when those dimensions have values). Default: not a
+	// quiet rule.
+	Quiet string `json:"quiet,omitempty"`
+
+	// Days are the days of the week on which a quiet range may start: day
+	// names (mon ... sun) or ranges of them ("mon-fri"). A range that
+	// crosses midnight belongs to the day it starts on. Only with Quiet.
+	// Default: every day.
+	Days []string `json:"days,omitempty"`
+
+	// DryRun makes the rule a shadow: it is decided, recorded and reported
+	// like the others, but never denies. A request it alone would deny
+	// passes, is logged at info and counted as dry_run_deny for the rule.
+	// A request another rule denies records nothing in this one either.
+	// Default false.
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// ExemptConfig admits the requests whose placeholder has one of the
+// values, past any rule or quiet range that would deny them, while still
+// recording them in every rule: a burst of one-time passwords gets
+// through and uses up the marketing quota too.
+type ExemptConfig struct {
+	// Placeholder is the expression to compare ("{json.priority}").
+	// Required.
+	Placeholder string `json:"placeholder"`
+
+	// Values are the values that exempt a request. Required.
+	Values []string `json:"values"`
 }
 
 // RedisConfig says how to reach Redis: standalone (a URL or one address),

@@ -27,6 +27,7 @@ var exampleTests = map[string]func(t *testing.T, path string){
 	"content-dedup":      testContentDedup,
 	"coin-budget":        testCoinBudget,
 	"recipient-timezone": testRecipientTimezone,
+	"sms-gateway":        testSMSGateway,
 }
 
 // TestExamples proves every example is formatted as caddy fmt would,
@@ -289,4 +290,51 @@ func testRecipientTimezone(t *testing.T, path string) {
 			t.Errorf("%s: usage %+v", tc.zone, u)
 		}
 	}
+}
+
+// testSMSGateway: quiet hours in the recipient's zone, OTPs exempt and
+// counted, tiers from X-Tier through map. The zones are chosen at run time,
+// among whole-hour offsets, so that one is in its quiet hours and one not.
+func testSMSGateway(t *testing.T, path string) {
+	t.Setenv("REDIS_URL", redistest.URL(t))
+	up := startUpstream(t)
+	g := startExample(t, path, up)
+	var quietZone, dayZone string
+	for off := -12; off <= 12; off++ {
+		zone := fmt.Sprintf("Etc/GMT%+d", -off) // Etc signs are inverted
+		if off == 0 {
+			zone = "UTC"
+		}
+		z, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		local := time.Now().In(z)
+		// Keep clear of the edges, so that a slow run stays in the range.
+		switch h := local.Hour(); {
+		case (h >= 22 || h < 7) && quietZone == "":
+			quietZone = zone
+		case h >= 9 && h < 20 && dayZone == "":
+			dayZone = zone
+		}
+	}
+	who := unique("+1555")
+	a := g.send("/v1/sms", map[string]any{"to": who, "tz": quietZone})
+	expectStatus(t, a, http.StatusTooManyRequests)
+	if p := a.problem(t); p.Rule != "quiet_hours" {
+		t.Errorf("quiet denial names %q", p.Rule)
+	}
+	// An OTP gets through the quiet hours, and counts: the default tier's
+	// 3 a day leave 2 for the daytime sends.
+	expectStatus(t, g.send("/v1/sms", map[string]any{"to": who, "tz": quietZone, "priority": "otp"}), http.StatusOK)
+	for i, want := range []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
+		if a := g.send("/v1/sms", map[string]any{"to": who, "tz": dayZone}); a.status != want {
+			t.Fatalf("daytime send %d: %d, want %d", i, a.status, want)
+		}
+	}
+	gold := unique("+1555")
+	for i := 0; i < 20; i++ {
+		expectStatus(t, g.send("/v1/sms", map[string]any{"to": gold, "tz": dayZone}, "X-Tier: gold"), http.StatusOK)
+	}
+	expectStatus(t, g.send("/v1/sms", map[string]any{"to": gold, "tz": dayZone}, "X-Tier: gold"), http.StatusTooManyRequests)
 }

@@ -57,8 +57,26 @@ type Handler struct {
 
 	// OnError says what happens to a request when the store fails or does
 	// not answer within its timeout: "allow" passes it on (the failure is
-	// logged), "deny" answers 503 with a JSON reason. Default "allow".
+	// logged), "deny" answers 503 with a JSON reason, "local" (Redis
+	// only) decides it in a store in this process's memory with the same
+	// rules, each limit divided by LocalDivisor. The switch is per
+	// decision, costs no wait beyond the timeout, and decisions go back to
+	// Redis as soon as it answers; what was admitted locally is not copied
+	// to Redis. Default "allow".
 	OnError string `json:"on_error,omitempty"`
+
+	// LocalDivisor divides every limit in the local store of on_error
+	// local (rounded up, at least 1), so that N gateways deciding locally
+	// together stay near the shared limit: set it to the number of
+	// gateways. Only with on_error local. Default 1.
+	LocalDivisor int64 `json:"local_divisor,omitempty"`
+
+	// Exempt admits the requests it matches past every rule and quiet
+	// range, recording them in every rule as any admission; they are
+	// counted in the metrics as exempt. A request that should neither be
+	// capped nor counted is left out with the directive's matcher.
+	// Default: no request is exempt.
+	Exempt *ExemptConfig `json:"exempt,omitempty"`
 
 	// OnMissing says what happens when a dimension's value is empty:
 	// "reject" answers 400 with a JSON reason naming the dimension, "skip"
@@ -105,13 +123,17 @@ type Handler struct {
 	dims     []dimension
 	rules    []compiledRule
 	needs    int
+	exempt   map[string]bool // Exempt.Values
 	refundOn []statusMatch
 	timeout  time.Duration
 	store    limiter.Store
 	storeKey string
+	localKey string // on_error local's store, or ""
 	logger   *zap.Logger
 	metrics  *handlerMetrics
 	warns    *storeWarnings
+	// locals notes the decisions made locally under on_error local.
+	locals *storeWarnings
 	// capSet is the handler's entry in the admin API's registry.
 	capSet *capSet
 }
@@ -175,6 +197,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("frequency_cap %s: registering metrics: %w", h.Name, err)
 	}
 	h.warns = &storeWarnings{logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval}
+	h.locals = &storeWarnings{msg: "frequency cap store failing: deciding in the local store", logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval}
 	h.capSet = h.register()
 	return nil
 }
@@ -187,8 +210,15 @@ func (h *Handler) Validate() error {
 	if err := limiter.CheckPrefix(h.KeyPrefix); err != nil {
 		return fmt.Errorf("frequency_cap %s: key_prefix %w", h.Name, err)
 	}
-	if h.OnError != OnErrorAllow && h.OnError != OnErrorDeny {
-		return fmt.Errorf("frequency_cap %s: on_error must be allow or deny, not %q", h.Name, h.OnError)
+	switch {
+	case h.OnError != OnErrorAllow && h.OnError != OnErrorDeny && h.OnError != OnErrorLocal:
+		return fmt.Errorf("frequency_cap %s: on_error must be allow, deny or local, not %q", h.Name, h.OnError)
+	case h.OnError == OnErrorLocal && h.Redis == nil:
+		return fmt.Errorf("frequency_cap %s: on_error local needs a redis store (the memory store never fails)", h.Name)
+	case h.LocalDivisor < 0:
+		return fmt.Errorf("frequency_cap %s: local_divisor must be at least 1, not %d", h.Name, h.LocalDivisor)
+	case h.LocalDivisor != 0 && h.OnError != OnErrorLocal:
+		return fmt.Errorf("frequency_cap %s: local_divisor needs on_error local", h.Name)
 	}
 	if h.OnMissing != OnMissingReject && h.OnMissing != OnMissingSkip {
 		return fmt.Errorf("frequency_cap %s: on_missing must be reject or skip, not %q", h.Name, h.OnMissing)
@@ -213,6 +243,7 @@ func (h *Handler) Cleanup() error {
 	h.capSet = nil
 	if h.warns != nil {
 		h.warns.stop()
+		h.locals.stop()
 	}
 	return h.releaseStore()
 }
@@ -236,21 +267,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		repl.Map(b.provide)
 	}
 
-	req, fail := h.request(repl)
+	req, quiet, fail := h.request(repl)
 	if fail != nil {
 		undecided(repl)
 		return fail.write(w)
 	}
-	if len(req.Checks) == 0 {
+	if len(req.Checks) == 0 && len(quiet) == 0 {
 		undecided(repl)
 		return next.ServeHTTP(w, r)
 	}
 
-	// The store bounds the call by the timeout itself (the memory store
-	// never waits on anything).
-	start := time.Now()
-	d, err := h.store.Decide(r.Context(), req)
-	h.metrics.decide.observe(start, err)
+	d, err := h.decide(r.Context(), req, quiet)
 	if err != nil {
 		h.metrics.countFailure(req)
 		h.warns.add(opDecide, err)
@@ -261,9 +288,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return next.ServeHTTP(w, r)
 	}
 
-	h.metrics.countDecision(d, h.DryRun)
+	h.metrics.countDecision(d, h.DryRun, req.Exempt)
 	h.setPlaceholders(repl, d)
 	setQuotaHeaders(w.Header(), d)
+	h.logShadows(req, d)
 	if !d.Allowed {
 		h.logDenial(req, d)
 		if !h.DryRun {
@@ -310,9 +338,11 @@ func (b *streamedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// request resolves the dimensions, costs and zones of every rule that
-// applies to the request.
-func (h *Handler) request(repl *caddy.Replacer) (*limiter.Request, *failure) {
+// request resolves the dimensions, costs, limits and zones of every rule
+// that applies to the request, and whether it is exempt. The quiet rules
+// that apply are not checks for the store: they come back apart, each with
+// whether the request falls in its range.
+func (h *Handler) request(repl *caddy.Replacer) (*limiter.Request, []quietHit, *failure) {
 	values := make([]string, len(h.dims))
 	for i, d := range h.dims {
 		values[i] = repl.ReplaceAll(d.expr, "")
@@ -321,34 +351,56 @@ func (h *Handler) request(repl *caddy.Replacer) (*limiter.Request, *failure) {
 		}
 		h.metrics.missing[i].Inc()
 		if h.OnMissing == OnMissingReject {
-			return nil, &failure{status: http.StatusBadRequest, reason: "missing value for dimension " + d.name, dimension: d.name}
+			return nil, nil, &failure{status: http.StatusBadRequest, reason: "missing value for dimension " + d.name, dimension: d.name}
 		}
 	}
 	req := &limiter.Request{Checks: make([]limiter.Check, 0, len(h.rules))}
+	if h.exempt != nil {
+		req.Exempt = h.exempt[repl.ReplaceAll(h.Exempt.Placeholder, "")]
+	}
+	var quiet []quietHit
 rules:
 	for i := range h.rules {
 		cr := &h.rules[i]
-		c := limiter.Check{Rule: cr.rule, Values: make([]string, len(cr.dims)), Cost: cr.cost}
+		c := limiter.Check{Rule: cr.rule, Values: make([]string, len(cr.dims)), Cost: cr.cost, Shadow: cr.shadow}
 		for j, di := range cr.dims {
 			if values[di] == "" {
 				continue rules
 			}
 			c.Values[j] = values[di]
 		}
+		if cr.zoneExpr != "" {
+			c.Zone = requestZone(repl.ReplaceAll(cr.zoneExpr, ""))
+		}
+		if q := cr.rule.Quiet; q != nil {
+			if until, in := q.Until(time.Now(), c.Zone); in {
+				quiet = append(quiet, quietHit{check: c, until: until})
+			}
+			continue
+		}
 		if cr.costExpr != "" {
 			s := repl.ReplaceAll(cr.costExpr, "")
 			n, err := strconv.ParseInt(s, 10, 64)
 			if err != nil || n < 0 {
-				return nil, &failure{status: http.StatusBadRequest, reason: fmt.Sprintf("cost of rule %s is %q, not a non-negative integer", cr.rule.Name, s), rule: cr.rule.Name}
+				return nil, nil, &failure{status: http.StatusBadRequest, reason: fmt.Sprintf("cost of rule %s is %q, not a non-negative integer", cr.rule.Name, s), rule: cr.rule.Name}
 			}
 			c.Cost = n
 		}
-		if cr.zoneExpr != "" {
-			c.Zone = requestZone(repl.ReplaceAll(cr.zoneExpr, ""))
+		if cr.limitExpr != "" {
+			s := repl.ReplaceAll(cr.limitExpr, "")
+			n, err := strconv.ParseInt(s, 10, 64)
+			switch {
+			case err == nil && n > 0:
+				c.Limit = n
+			case cr.limitFallback > 0:
+				c.Limit = cr.limitFallback
+			default:
+				return nil, nil, &failure{status: http.StatusBadRequest, reason: fmt.Sprintf("limit of rule %s is %q, not a positive integer, and the rule has no fallback", cr.rule.Name, s), rule: cr.rule.Name}
+			}
 		}
 		req.Checks = append(req.Checks, c)
 	}
-	return req, nil
+	return req, quiet, nil
 }
 
 // serveRefundable passes an admitted request (d) on and refunds it, once, when

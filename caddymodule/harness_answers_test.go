@@ -65,6 +65,10 @@ type ruleUsage struct {
 	Used       int64    `json:"used"`
 	Remaining  int64    `json:"remaining"`
 	ResetAfter int64    `json:"reset_after"`
+	// Quiet and QuietUntil are a quiet rule's: whether the recipient is in
+	// its range, and the seconds until it ends.
+	Quiet      *bool  `json:"quiet"`
+	QuietUntil *int64 `json:"quiet_until"`
 }
 
 // reset is the admin API's answer to DELETE .../usage.

@@ -68,6 +68,8 @@ func (cv checkValues) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 // A final line follows the last interval that saw failures, so every
 // failure is counted in some line.
 type storeWarnings struct {
+	// msg is the line's message; "" is "frequency cap store failing".
+	msg      string
 	logger   *zap.Logger
 	handler  string
 	onError  string
@@ -131,7 +133,11 @@ func (w *storeWarnings) write(n int64, op string, err error) {
 	if w.logger == nil {
 		return
 	}
-	w.logger.Warn("frequency cap store failing",
+	msg := w.msg
+	if msg == "" {
+		msg = "frequency cap store failing"
+	}
+	w.logger.Warn(msg,
 		zap.String("handler", w.handler),
 		zap.Int64("failures", n),
 		zap.Duration("interval", w.interval),

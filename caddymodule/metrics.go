@@ -21,13 +21,28 @@ import (
 //	dry_run_deny  as denied, under dry_run, where the request passed anyway
 //	error         the store failed or timed out, so the rule decided nothing
 //	              (whatever on_error then did with the request)
+//	exempt        the request was exempt: admitted whatever the rule said,
+//	              and counted
 //
-// Rules left out of a request (on_missing skip) count nothing.
+// A shadow rule (dry_run in its block) that would deny counts as
+// dry_run_deny, whatever the live rules decided. A quiet rule counts only
+// while its range holds the request. Rules left out of a request
+// (on_missing skip) count nothing.
 const (
 	outcomeAllowed    = "allowed"
 	outcomeDenied     = "denied"
 	outcomeDryRunDeny = "dry_run_deny"
 	outcomeError      = "error"
+	outcomeExempt     = "exempt"
+)
+
+// The store label of caddy_frequency_cap_decisions_by_store_total: the
+// store that made a decision. local is on_error local's store, deciding
+// while Redis fails.
+const (
+	storeRedis  = "redis"
+	storeMemory = "memory"
+	storeLocal  = "local"
 )
 
 // The op label of the store series.
@@ -50,6 +65,7 @@ var metrics struct {
 	storeErrors   *prometheus.CounterVec
 	refunds       *prometheus.CounterVec
 	missing       *prometheus.CounterVec
+	byStore       *prometheus.CounterVec
 }
 
 func initMetrics() {
@@ -57,7 +73,7 @@ func initMetrics() {
 	metrics.once.Do(func() {
 		metrics.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "decisions_total",
-			Help: "Frequency cap decisions, once per applied rule, by handler name, rule and outcome (allowed, denied, dry_run_deny, error).",
+			Help: "Frequency cap decisions, once per applied rule, by handler name, rule and outcome (allowed, denied, dry_run_deny, error, exempt).",
 		}, []string{"handler", "rule", "outcome"})
 		metrics.storeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "store_duration_seconds",
@@ -76,6 +92,10 @@ func initMetrics() {
 			Namespace: ns, Subsystem: sub, Name: "missing_dimensions_total",
 			Help: "Requests in which a dimension had no value, by handler name and dimension name.",
 		}, []string{"handler", "dimension"})
+		metrics.byStore = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "decisions_by_store_total",
+			Help: "Frequency cap decisions (once per request) by handler name and the store that made them (redis, memory, or local: on_error local while Redis fails).",
+		}, []string{"handler", "store"})
 	})
 }
 
@@ -86,7 +106,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{metrics.decisions, metrics.storeDuration, metrics.storeErrors, metrics.refunds, metrics.missing} {
+	for _, c := range []prometheus.Collector{metrics.decisions, metrics.storeDuration, metrics.storeErrors, metrics.refunds, metrics.missing, metrics.byStore} {
 		if err := reg.Register(c); err != nil {
 			var dup prometheus.AlreadyRegisteredError
 			if !errors.As(err, &dup) {
@@ -105,10 +125,13 @@ type handlerMetrics struct {
 	decide  storeOp
 	refund  storeOp
 	refunds prometheus.Counter
+	// byStore counts the decisions of the handler's store, byLocal those of
+	// on_error local's store.
+	byStore, byLocal prometheus.Counter
 }
 
 type ruleMetrics struct {
-	allowed, denied, dryRunDeny, failed prometheus.Counter
+	allowed, denied, dryRunDeny, failed, exempt prometheus.Counter
 }
 
 // storeOp is the latency and error series of one store operation.
@@ -143,6 +166,13 @@ func (h *Handler) provisionMetrics(ctx caddy.Context) error {
 		decide:  newStoreOp(h.Name, opDecide),
 		refund:  newStoreOp(h.Name, opRefund),
 		refunds: metrics.refunds.WithLabelValues(h.Name),
+		byStore: metrics.byStore.WithLabelValues(h.Name, storeMemory),
+	}
+	if h.Redis != nil {
+		m.byStore = metrics.byStore.WithLabelValues(h.Name, storeRedis)
+	}
+	if h.OnError == OnErrorLocal {
+		m.byLocal = metrics.byStore.WithLabelValues(h.Name, storeLocal)
 	}
 	for _, cr := range h.rules {
 		m.rules[cr.rule] = &ruleMetrics{
@@ -150,6 +180,7 @@ func (h *Handler) provisionMetrics(ctx caddy.Context) error {
 			denied:     metrics.decisions.WithLabelValues(h.Name, cr.rule.Name, outcomeDenied),
 			dryRunDeny: metrics.decisions.WithLabelValues(h.Name, cr.rule.Name, outcomeDryRunDeny),
 			failed:     metrics.decisions.WithLabelValues(h.Name, cr.rule.Name, outcomeError),
+			exempt:     metrics.decisions.WithLabelValues(h.Name, cr.rule.Name, outcomeExempt),
 		}
 	}
 	for _, d := range h.dims {
@@ -161,11 +192,15 @@ func (h *Handler) provisionMetrics(ctx caddy.Context) error {
 
 // countDecision counts a decision once for each rule it applied (see the
 // outcome constants).
-func (m *handlerMetrics) countDecision(d *limiter.Decision, dryRun bool) {
+func (m *handlerMetrics) countDecision(d *limiter.Decision, dryRun, exempt bool) {
 	for i := range d.Results {
 		res := &d.Results[i]
 		rm := m.rules[res.Rule]
 		switch {
+		case exempt:
+			rm.exempt.Inc()
+		case res.Waived && res.Denied:
+			rm.dryRunDeny.Inc()
 		case d.Allowed:
 			rm.allowed.Inc()
 		case res.Denied && dryRun:

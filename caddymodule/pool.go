@@ -76,6 +76,21 @@ func (h *Handler) acquireStore(cfg *limiter.RedisConfig) error {
 	}
 	h.storeKey = key
 	h.store = v.(*pooledStore).store
+	if cfg == nil || h.OnError != OnErrorLocal {
+		return nil
+	}
+	// on_error local: a memory store of this handler's own, so that each
+	// gateway (each handler name, in tests several in one process) admits
+	// its share; pooled like the others, so it outlives a reload.
+	key = "local|" + h.Name + "|" + h.KeyPrefix
+	v, _, err = stores.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return &pooledStore{store: limiter.NewMemory(limiter.MemoryOptions{})}, nil
+	})
+	if err != nil {
+		return err
+	}
+	h.localKey = key
+	h.store = limiter.NewFallback(h.store, v.(*pooledStore).store, max(1, h.LocalDivisor))
 	return nil
 }
 
@@ -84,8 +99,12 @@ func (h *Handler) releaseStore() error {
 	if h.storeKey == "" {
 		return nil
 	}
-	key := h.storeKey
-	h.storeKey, h.store = "", nil
+	key, local := h.storeKey, h.localKey
+	h.storeKey, h.localKey, h.store = "", "", nil
 	_, err := stores.Delete(key)
+	if local != "" {
+		_, lerr := stores.Delete(local)
+		err = errors.Join(err, lerr)
+	}
 	return err
 }

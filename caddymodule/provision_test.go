@@ -59,12 +59,22 @@ func TestProvisionErrors(t *testing.T) {
 		{"bad dimension name", `{"dimensions": {"9": "{json.to}"}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `dimension "9": invalid name`},
 		{"empty dimension", `{"dimensions": {"r": " "}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "dimension r: empty expression"},
 		{"bad refund_on", `{` + dims + `, "refund_on": ["oops"], "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `refund_on "oops"`},
-		{"bad on_error", `{` + dims + `, "on_error": "maybe", "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `on_error must be allow or deny, not "maybe"`},
+		{"bad on_error", `{` + dims + `, "on_error": "maybe", "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `on_error must be allow, deny or local, not "maybe"`},
 		{"bad on_missing", `{` + dims + `, "on_missing": "drop", "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `on_missing must be reject or skip`},
 		{"bad status", `{` + dims + `, "status_code": 302, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "status_code 302"},
 		{"negative max_body", `{` + dims + `, "max_body": -1, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "max_body must not be negative"},
 		{"bad name", `{"name": "my caps", ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `name "my caps": invalid name`},
 		{"redis url and cluster", `{"redis": {"url": "redis://x:1", "cluster": true}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "url cannot be combined"},
+		{"policy: quiet with limit", `{` + dims + `, "rules": [{"name": "q", "quiet": "21:00-08:00", "limit": 5}]}`, "rule q: quiet excludes limit, window, calendar and cost"},
+		{"policy: quiet bad range", `{` + dims + `, "rules": [{"name": "q", "quiet": "9pm-8am"}]}`, `rule q: quiet range "9pm-8am"`},
+		{"policy: quiet unknown day", `{` + dims + `, "rules": [{"name": "q", "quiet": "21:00-08:00", "days": ["someday"]}]}`, `rule q: unknown day "someday"`},
+		{"policy: days without quiet", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m", "days": ["sat"]}]}`, "rule x: days needs quiet"},
+		{"policy: local without redis", `{` + dims + `, "on_error": "local", "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "on_error local needs a redis store"},
+		{"policy: divisor without local", `{` + dims + `, "local_divisor": 3, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "local_divisor needs on_error local"},
+		{"policy: negative divisor", `{"redis": {"url": "redis://127.0.0.1:1"}, ` + dims + `, "on_error": "local", "local_divisor": -1, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "local_divisor must be at least 1"},
+		{"policy: exempt without values", `{` + dims + `, "exempt": {"placeholder": "{json.p}"}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "exempt needs a placeholder and at least one value"},
+		{"policy: limit placeholder not a placeholder", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit_placeholder": "gold", "window": "1m"}]}`, `rule x: limit_placeholder "gold" is not a placeholder`},
+		{"policy: limit placeholder on a short window", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit_placeholder": "{tier}", "window": "5s"}]}`, "share a log that could hold"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := load(t, tc.cfg)

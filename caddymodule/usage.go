@@ -69,6 +69,10 @@ type ruleUsage struct {
 	Used       int64    `json:"used"`
 	Remaining  int64    `json:"remaining"`
 	ResetAfter int64    `json:"reset_after"`
+	// Quiet and QuietUntil are a quiet rule's only: whether its range
+	// holds now, and the seconds until that range ends (0 when not quiet).
+	Quiet      *bool  `json:"quiet,omitempty"`
+	QuietUntil *int64 `json:"quiet_until,omitempty"`
 }
 
 // resetAnswer is the body of a DELETE.
@@ -89,17 +93,40 @@ func storeUnavailable(w http.ResponseWriter, err error) error {
 }
 
 // usage reads the selected rules' usage from the store, recording nothing.
+// A quiet rule records nothing, so it is answered from the clock alone:
+// whether its range holds now, and the seconds until it ends.
 func (q *usageQuery) usage(ctx context.Context) (*usageAnswer, error) {
 	req := q.request()
-	start := time.Now()
-	d, err := q.cs.store.Usage(ctx, req)
-	newStoreOp(q.cs.name, opUsage).observe(start, err)
-	if err != nil {
-		return nil, err
+	d := &limiter.Decision{}
+	if len(req.Checks) > 0 {
+		start := time.Now()
+		var err error
+		d, err = q.cs.store.Usage(ctx, req)
+		newStoreOp(q.cs.name, opUsage).observe(start, err)
+		if err != nil {
+			return nil, err
+		}
 	}
-	out := &usageAnswer{Name: q.cs.name, Rules: make([]ruleUsage, len(d.Results))}
-	for i, res := range d.Results {
-		out.Rules[i] = ruleUsage{
+	out := &usageAnswer{Name: q.cs.name, Rules: make([]ruleUsage, 0, len(q.rules))}
+	now := time.Now()
+	i := 0 // the next of d.Results: the store answers the rules that are not quiet
+	for _, cr := range q.rules {
+		if qr := cr.rule.Quiet; qr != nil {
+			c := q.check(cr)
+			until, quiet := qr.Until(now, c.Zone)
+			secs := ceilSeconds(until)
+			out.Rules = append(out.Rules, ruleUsage{
+				Rule:       cr.rule.Name,
+				By:         cr.rule.By,
+				Window:     windowOf(&c),
+				ResetAfter: secs,
+				Quiet:      &quiet,
+				QuietUntil: &secs,
+			})
+			continue
+		}
+		res := d.Results[i]
+		out.Rules = append(out.Rules, ruleUsage{
 			Rule:       res.Rule.Name,
 			By:         res.Rule.By,
 			Limit:      res.Limit,
@@ -107,25 +134,28 @@ func (q *usageQuery) usage(ctx context.Context) (*usageAnswer, error) {
 			Used:       res.Used,
 			Remaining:  res.Remaining,
 			ResetAfter: ceilSeconds(res.Reset),
-		}
+		})
+		i++
 	}
 	return out, nil
 }
 
 // reset forgets the selected rules' records (and those of any rule that
 // shares their record log), logs it at info naming via and fields, and
-// returns the names of the selected rules.
+// returns the names of the rules reset (quiet rules record nothing).
 func (q *usageQuery) reset(ctx context.Context, via string, fields []zap.Field) ([]string, error) {
 	req := q.request()
-	start := time.Now()
-	err := q.cs.store.Reset(ctx, req)
-	newStoreOp(q.cs.name, opReset).observe(start, err)
-	if err != nil {
-		return nil, err
+	if len(req.Checks) > 0 { // quiet rules alone record nothing to forget
+		start := time.Now()
+		err := q.cs.store.Reset(ctx, req)
+		newStoreOp(q.cs.name, opReset).observe(start, err)
+		if err != nil {
+			return nil, err
+		}
 	}
-	rules := make([]string, len(q.rules))
-	for i, cr := range q.rules {
-		rules[i] = cr.rule.Name
+	rules := make([]string, len(req.Checks))
+	for i, c := range req.Checks {
+		rules[i] = c.Rule.Name
 	}
 	log := append([]zap.Field{zap.String("handler", q.cs.name), zap.Strings("rules", rules)}, fields...)
 	if q.cs.logValues {
@@ -210,21 +240,30 @@ rules:
 	return q, nil
 }
 
-// request is the store request of the query: every selected rule with cost
-// 0, so that Usage records nothing.
+// request is the store request of the query: every selected rule that
+// counts (quiet rules do not), with cost 0, so that Usage records nothing.
+// A rule whose limit is a placeholder is held to its fallback (without
+// one, to the largest limit a request may set).
 func (q *usageQuery) request() *limiter.Request {
-	req := &limiter.Request{Checks: make([]limiter.Check, len(q.rules))}
-	for i, cr := range q.rules {
-		c := limiter.Check{Rule: cr.rule, Values: make([]string, len(cr.dims))}
-		for j, di := range cr.dims {
-			c.Values[j] = q.values[q.cs.dims[di].name]
+	req := &limiter.Request{Checks: make([]limiter.Check, 0, len(q.rules))}
+	for _, cr := range q.rules {
+		if cr.rule.Quiet == nil {
+			req.Checks = append(req.Checks, q.check(cr))
 		}
-		if cr.zoneExpr != "" {
-			c.Zone = q.zone
-		}
-		req.Checks[i] = c
 	}
 	return req
+}
+
+// check is the query's check of one selected rule.
+func (q *usageQuery) check(cr *compiledRule) limiter.Check {
+	c := limiter.Check{Rule: cr.rule, Values: make([]string, len(cr.dims)), Limit: cr.limitFallback}
+	for j, di := range cr.dims {
+		c.Values[j] = q.values[q.cs.dims[di].name]
+	}
+	if cr.zoneExpr != "" {
+		c.Zone = q.zone
+	}
+	return c
 }
 
 func (cs *capSet) dimensionNames() []string {

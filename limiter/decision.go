@@ -17,6 +17,16 @@ type Check struct {
 	// Zone is the recipient's zone for a calendar rule; nil means the rule's
 	// own zone.
 	Zone *time.Location
+	// Limit, when positive, replaces Rule.Limit for this request (a limit
+	// per customer tier); it is capped at Rule.Limit, which then bounds
+	// what any request may set. Keys never hold a limit, so a recipient
+	// whose limit changes keeps its history. 0 means Rule.Limit.
+	Limit int64
+	// Shadow makes the check never refuse the request: it is decided,
+	// recorded and answered like the others, and its Result says whether
+	// it alone would have refused (a rule being tried out before it goes
+	// live). A request that another check refuses records nothing in any.
+	Shadow bool
 }
 
 // Request is one decision over every rule that applies to a request.
@@ -25,6 +35,10 @@ type Request struct {
 	// Now is the decision time. The zero value means the store's clock: the
 	// Redis server's TIME, or the memory store's clock. Tests set it.
 	Now time.Time
+	// Exempt admits the request whatever its checks say, and records it in
+	// every check's log as any admission: a one-time password gets through
+	// a full marketing cap and still uses it up.
+	Exempt bool
 }
 
 // Result is one rule's part of a decision.
@@ -43,8 +57,12 @@ type Result struct {
 	// Denied reports that this rule alone would refuse the request.
 	Denied bool
 	// RetryAfter is, for a denying rule, how long until it would admit this
-	// request's cost: exact, from the records.
+	// request's cost: exact, from the records. Zero when Waived.
 	RetryAfter time.Duration
+	// Waived reports that this rule could not refuse the request: its check
+	// is a shadow, or the request is exempt. Denied still says whether it
+	// would have refused it.
+	Waived bool
 }
 
 // Decision is the answer for a request.
@@ -53,11 +71,15 @@ type Decision struct {
 	// Results are in the order of the request's checks.
 	Results []Result
 	// Denier is the index in Results of the rule that denies longest, or -1.
+	// A Waived rule is never the denier.
 	Denier int
 	// RetryAfter is how long until every denying rule would admit.
 	RetryAfter time.Duration
 	// Now is the time the decision was made at, by the store's clock.
 	Now time.Time
+	// Fallback, when not nil, is why a Fallback store's primary could not
+	// decide: the decision was made by its local store instead.
+	Fallback error
 	// id is what ID returns, as bytes: most admissions are never refunded,
 	// so the string is made only when asked for.
 	id []byte

@@ -10,20 +10,12 @@ func (p *plan) finish(req *Request, now int64, admitted bool) *Decision {
 	d, idRoom := newDecision(len(req.Checks))
 	d.Allowed, d.Denier, d.Now = admitted, -1, time.UnixMilli(now)
 	for k, pr := range p.rules {
-		r := p.raw[k]
 		res := &d.Results[pr.check]
 		res.Rule = req.Checks[pr.check].Rule
-		res.Limit = pr.limit
-		res.Used = r.used
-		res.Remaining = max(0, pr.limit-r.used)
-		res.Reset = time.Duration(r.reset) * time.Millisecond
-		res.Denied = !r.ok
-		if res.Denied {
-			res.RetryAfter = time.Duration(r.retry) * time.Millisecond
-		}
+		pr.answer(res, p.raw[k], &p.sections[p.checkSec[pr.check]])
 	}
 	for i := range d.Results {
-		if d.Results[i].Denied && (d.Denier < 0 || d.Results[i].RetryAfter > d.RetryAfter) {
+		if d.Results[i].Denied && !d.Results[i].Waived && (d.Denier < 0 || d.Results[i].RetryAfter > d.RetryAfter) {
 			d.Denier, d.RetryAfter = i, d.Results[i].RetryAfter
 		}
 	}

@@ -13,7 +13,8 @@ import (
 
 // The memory store and the Redis store, fed the same seeded random
 // sequences (hundreds of recipients, the seed config plus a calendar rule in
-// the recipient's zone and a cost rule, refunds and time jumps), give the
+// the recipient's zone and a cost rule, refunds and time jumps; a limit per
+// request, shadow checks and exempt requests), give the
 // same answer decision by decision. Each Redis decision is made at random in
 // Go or in the script, over the same values: the two read and write one
 // format, and either may take over from the other at any time.
@@ -27,6 +28,9 @@ func TestDifferentialMemoryVsRedis(t *testing.T) {
 		// Above BucketThreshold: a bucketed log (1 s buckets), merged
 		// records and refunds from buckets. It is not meant to deny.
 		&Rule{Name: "campaign_2h_bucketed", By: []string{"campaign", "channel"}, Limit: 1001, Window: Window{Duration: 2 * time.Hour}},
+		// A limit per request (a tier), under a rule limit that only
+		// bounds it, as limit {placeholder} configures: a bucketed log.
+		&Rule{Name: "tier_hour", By: []string{"recipient", "campaign"}, Limit: 1 << 40, Window: Window{Duration: time.Hour}},
 	)
 	deniedBy := map[string]bool{}
 	defer func() {
@@ -38,6 +42,7 @@ func TestDifferentialMemoryVsRedis(t *testing.T) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
 			pick := rand.New(rand.NewSource(-seed))                       // Go or script, apart from the sequence
+			policy := rand.New(rand.NewSource(seed + 1000))               // tiers, shadows and exemptions, apart too
 			clock := &fixedClock{t: mustParse(t, "2026-03-07T20:00:00Z")} // near New York's spring-forward
 			mem := NewMemory(MemoryOptions{Now: clock.now, SweepInterval: -1})
 			defer mem.Close()
@@ -52,7 +57,7 @@ func TestDifferentialMemoryVsRedis(t *testing.T) {
 			defer redScript.Close()
 			var ids []string
 			lastWho, burst := "r0", 0
-			var admitted, denied, refunded int
+			var admitted, denied, refunded, waived int
 			by := map[string]int{}
 			for i := 0; i < 4000; i++ {
 				switch x := rng.Intn(1000); {
@@ -87,6 +92,7 @@ func TestDifferentialMemoryVsRedis(t *testing.T) {
 				}
 				lastWho = who
 				r := randomRequest(rng, rules, zones, clock.t, who)
+				applyPolicy(policy, r, who)
 				dm, errM := mem.Decide(context.Background(), r)
 				decider := red
 				if pick.Intn(2) == 0 {
@@ -98,6 +104,12 @@ func TestDifferentialMemoryVsRedis(t *testing.T) {
 				}
 				if !sameDecision(dm, dr) {
 					t.Fatalf("step %d at %s differ:\nmemory %s\nredis  %s", i, clock.t, describe(dm), describe(dr))
+				}
+				for _, res := range dm.Results {
+					if res.Waived && res.Denied {
+						waived++ // a shadow or an exemption that mattered
+						break
+					}
 				}
 				if dm.Allowed {
 					admitted++
@@ -113,9 +125,9 @@ func TestDifferentialMemoryVsRedis(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("seed %d: %d admitted, %d denied %v, %d refunded, identical", seed, admitted, denied, by, refunded)
-			if admitted == 0 || refunded == 0 || len(by) < 5 {
-				t.Fatalf("the sequence did not exercise admissions, refunds and denials by most rules")
+			t.Logf("seed %d: %d admitted, %d denied %v, %d refunded, %d through a waived denial, identical", seed, admitted, denied, by, refunded, waived)
+			if admitted == 0 || refunded == 0 || len(by) < 5 || waived == 0 {
+				t.Fatalf("the sequence did not exercise admissions, refunds, waived denials and denials by most rules")
 			}
 			for name := range by {
 				deniedBy[name] = true
@@ -148,6 +160,27 @@ func randomRequest(rng *rand.Rand, rules []*Rule, zones []*time.Location, now ti
 	return r
 }
 
+// applyPolicy gives r sending policy at random: the tier rule a limit per
+// recipient (now and then another tier), a shadow check now and then, and
+// an exempt request now and then.
+func applyPolicy(rng *rand.Rand, r *Request, who string) {
+	tier := int64(len(who)%3*2 + 2) // 2, 4 or 6 an hour
+	if who == "steady" {
+		tier = 100 // the top tier: it meets the daily cap
+	}
+	if rng.Intn(50) == 0 {
+		tier = int64(rng.Intn(8) + 1)
+	}
+	for i := range r.Checks {
+		c := &r.Checks[i]
+		if c.Rule.Name == "tier_hour" {
+			c.Limit = tier
+		}
+		c.Shadow = rng.Intn(12) == 0
+	}
+	r.Exempt = rng.Intn(40) == 0
+}
+
 // redisID rewrites a memory-store admission id (keys without a prefix) into
 // the Redis store's, so both refund the same admission.
 func redisID(id, prefix string) string {
@@ -171,7 +204,7 @@ func sameDecision(a, b *Decision) bool {
 func describe(d *Decision) string {
 	s := fmt.Sprintf("allowed=%v denier=%d retry=%s:", d.Allowed, d.Denier, d.RetryAfter)
 	for _, r := range d.Results {
-		s += fmt.Sprintf(" [%s used=%d rem=%d reset=%s denied=%v retry=%s]", r.Rule.Name, r.Used, r.Remaining, r.Reset, r.Denied, r.RetryAfter)
+		s += fmt.Sprintf(" [%s used=%d limit=%d rem=%d reset=%s denied=%v waived=%v retry=%s]", r.Rule.Name, r.Used, r.Limit, r.Remaining, r.Reset, r.Denied, r.Waived, r.RetryAfter)
 	}
 	return s
 }

@@ -44,7 +44,9 @@ func (p *plan) sub(s *section) []byte { return p.buf[s.k1:s.s1] }
 
 type planRule struct {
 	check  int
-	limit  int64
+	limit  int64    // what the store decides with (see policy.go)
+	want   int64    // what the request is held to and answered
+	waived bool     // a shadow check or an exempt request: never refuses
 	window int64    // ms; 0 for a calendar rule
 	bounds [4]int64 // calendar period starts, ms since the epoch
 }
@@ -122,7 +124,7 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 			}
 			c := &req.Checks[i]
 			r := c.Rule
-			pr := planRule{check: i, limit: r.Limit}
+			pr := newPlanRule(i, req, c)
 			if r.Window.IsCalendar() {
 				zone := c.Zone
 				if zone == nil {

@@ -123,6 +123,11 @@ type Rule struct {
 	// same dimensions and the same Weight share one record log; "" counts
 	// requests.
 	Weight string
+	// Quiet, when set, makes this a quiet rule: it denies every request in
+	// the quiet range and counts nothing, so its caller decides it (see
+	// Quiet.Until) and no store ever sees it; Limit, Window and Weight are
+	// unused, and By may be empty.
+	Quiet *Quiet
 }
 
 // namePattern is what may name a rule, a dimension or a handler.
@@ -194,13 +199,25 @@ func (w Window) Validate() error {
 }
 
 // Validate checks a rule's own fields: its name, dimensions, limit and
-// window. Errors name the rule.
+// window; a quiet rule only its name and dimensions, which may be none.
+// Errors name the rule.
 func (r *Rule) Validate() error {
 	if r.Name == "" {
 		return errors.New("rule has no name")
 	}
 	if err := CheckName(r.Name); err != nil {
 		return fmt.Errorf("rule %w", err)
+	}
+	if r.Quiet != nil {
+		// A quiet rule counts nothing: no limit or window, and it may
+		// apply to every request (no dimensions).
+		if len(r.By) == 0 {
+			return nil
+		}
+		if err := CheckDimensions(r.By); err != nil {
+			return fmt.Errorf("rule %s: %w", r.Name, err)
+		}
+		return nil
 	}
 	if err := CheckDimensions(r.By); err != nil {
 		return fmt.Errorf("rule %s: %w", r.Name, err)

@@ -1,0 +1,109 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+)
+
+// Fallback decides in a primary store (Redis, shared by every gateway)
+// and, for each decision the primary fails or does not answer in time, in
+// a local store of this process (a Memory) with every limit divided by a
+// divisor, rounded up, at least 1: N gateways that each admit their share
+// during an outage together stay near the shared limit. The switch is per
+// decision, so it costs no wait beyond the primary's own timeout, and the
+// first decision the primary answers again is back on it: there is no
+// state to recover. What was admitted locally is never copied to the
+// primary.
+//
+// A decision made locally carries the primary's error in
+// Decision.Fallback. Its admission id is marked as local, so its refund
+// goes to the local store. Fallback is safe for concurrent use; it starts
+// no goroutine of its own.
+type Fallback struct {
+	primary, local Store
+	divisor        int64
+}
+
+// localID starts the admission id of a local decision. A store's own ids
+// start with the length of a key, never 0.
+const localID = 0
+
+// NewFallback returns a store deciding in primary, and in local while
+// primary fails, with limits divided by divisor (at least 1). Close closes
+// both.
+func NewFallback(primary, local Store, divisor int64) *Fallback {
+	return &Fallback{primary: primary, local: local, divisor: max(divisor, 1)}
+}
+
+// fails reports whether err is the primary failing (rather than the
+// request being wrong): the case for a local decision.
+func fails(err error) bool { return errors.Is(err, ErrStore) || errors.Is(err, ErrTimeout) }
+
+// Decide implements Store.
+func (f *Fallback) Decide(ctx context.Context, req *Request) (*Decision, error) {
+	d, err := f.primary.Decide(ctx, req)
+	if err == nil || !fails(err) {
+		return d, err
+	}
+	return f.decideLocally(ctx, req, err, true)
+}
+
+// Usage implements Store.
+func (f *Fallback) Usage(ctx context.Context, req *Request) (*Decision, error) {
+	d, err := f.primary.Usage(ctx, req)
+	if err == nil || !fails(err) {
+		return d, err
+	}
+	return f.decideLocally(ctx, req, err, false)
+}
+
+func (f *Fallback) decideLocally(ctx context.Context, req *Request, cause error, record bool) (*Decision, error) {
+	local := *req
+	local.Checks = make([]Check, len(req.Checks))
+	for i, c := range req.Checks {
+		limit := c.Rule.Limit
+		if c.Limit > 0 {
+			limit = min(c.Limit, limit)
+		}
+		c.Limit = max(1, (limit+f.divisor-1)/f.divisor)
+		local.Checks[i] = c
+	}
+	var d *Decision
+	var err error
+	if record {
+		d, err = f.local.Decide(ctx, &local)
+	} else {
+		d, err = f.local.Usage(ctx, &local)
+	}
+	if err != nil {
+		return nil, errors.Join(cause, err)
+	}
+	d.Fallback = cause
+	if len(d.id) > 0 {
+		d.id = append([]byte{localID}, d.id...)
+	}
+	return d, nil
+}
+
+// Refund implements Store: a local admission is refunded locally.
+func (f *Fallback) Refund(ctx context.Context, id string) (bool, error) {
+	if len(id) > 0 && id[0] == localID {
+		return f.local.Refund(ctx, id[1:])
+	}
+	return f.primary.Refund(ctx, id)
+}
+
+// Reset implements Store: it forgets in both stores, and reports the
+// primary's failure.
+func (f *Fallback) Reset(ctx context.Context, req *Request) error {
+	lerr := f.local.Reset(ctx, req)
+	if err := f.primary.Reset(ctx, req); err != nil {
+		return err
+	}
+	return lerr
+}
+
+// Close implements Store: it closes both stores.
+func (f *Fallback) Close() error {
+	return errors.Join(f.primary.Close(), f.local.Close())
+}

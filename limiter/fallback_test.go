@@ -1,0 +1,111 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freqcap/caddy-freqcap/internal/redistest"
+)
+
+// With Redis killed, every decision is made locally within the timeout,
+// with the limit divided; with Redis back, decisions go back to it by
+// themselves, and what was admitted locally is not in it.
+func TestFallback(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	before := runtime.NumGoroutine()
+	// Counts survive the kill, as on a production Redis with an
+	// append-only file.
+	aof := []string{"--appendonly", "yes", "--appendfsync", "always"}
+	srv := redistest.Start(t, aof...)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, DialTimeout: timeout, MaxRetries: -1})
+	primary := NewRedis(client, RedisOptions{Timeout: timeout})
+	local := NewMemory(MemoryOptions{})
+	f := NewFallback(primary, local, 3)
+	rule := &Rule{Name: "minute", By: []string{"recipient"}, Limit: 10, Window: Window{Duration: time.Minute}}
+	send := func() (*Decision, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		d, err := f.Decide(context.Background(), req(time.Time{}, vals{"recipient": "alice"}, rule))
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("decide: %v", err)
+		}
+		return d, took
+	}
+
+	for i := 0; i < 4; i++ {
+		if d, _ := send(); !d.Allowed || d.Fallback != nil || d.Results[0].Limit != 10 {
+			t.Fatalf("before the outage: allowed %v fallback %v limit %d", d.Allowed, d.Fallback, d.Results[0].Limit)
+		}
+	}
+
+	srv.Stop()
+	var admitted int
+	var refundID string
+	for i := 0; i < 10; i++ {
+		d, took := send()
+		if d.Fallback == nil || !errors.Is(d.Fallback, ErrStore) && !errors.Is(d.Fallback, ErrTimeout) {
+			t.Fatalf("during the outage: fallback %v", d.Fallback)
+		}
+		if took > timeout+50*time.Millisecond {
+			t.Errorf("a local decision took %s, over the timeout", took)
+		}
+		if d.Results[0].Limit != 4 {
+			t.Fatalf("local limit %d, want 10/3 rounded up", d.Results[0].Limit)
+		}
+		if d.Allowed {
+			admitted++
+			refundID = d.ID()
+		}
+	}
+	if admitted != 4 {
+		t.Errorf("admitted %d locally, want 4", admitted)
+	}
+	if ok, err := f.Refund(context.Background(), refundID); !ok || err != nil {
+		t.Errorf("refunding a local admission: %v %v", ok, err)
+	}
+	if d, _ := send(); !d.Allowed || d.Fallback == nil {
+		t.Errorf("after a local refund: allowed %v fallback %v", d.Allowed, d.Fallback)
+	}
+
+	srv.Restart(t, append(aof, "--dir", srv.Dir)...)
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		d, _ := send()
+		if d.Fallback == nil {
+			// Back on Redis: its 4 plus this one, nothing from the outage.
+			if d.Results[0].Used != 5 {
+				t.Errorf("back on Redis: used %d, want 5", d.Results[0].Used)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("decisions never went back to Redis")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	f.Close()
+	client.Close()
+	srv.Stop()
+	waitGoroutines(t, before)
+}
+
+// waitGoroutines fails t unless the goroutines are back to n within a
+// second (a closed client's reader ends a little after Close).
+func waitGoroutines(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for runtime.NumGoroutine() > n {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
