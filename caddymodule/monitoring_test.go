@@ -408,9 +408,9 @@ func rulesExprs(t *testing.T, path string) map[string]string {
 }
 
 // TestMonitoringExamples proves examples/monitoring against a live Caddy:
-// after admitted, denied, dry-run, refunded and incomplete sends, every
-// PromQL expression of the Grafana dashboard and the alert rules names
-// only metrics, labels and label values that its /metrics exports (a
+// after admitted, denied, dry-run, refunded, incomplete and locally decided
+// sends, every PromQL expression of the Grafana dashboard and the alert
+// rules names only metrics, labels and label values that its /metrics exports (a
 // histogram's _bucket, _sum and _count included). A renamed metric or
 // label fails here before it blanks a dashboard or silences an alert.
 func TestMonitoringExamples(t *testing.T) {
@@ -443,7 +443,23 @@ func TestMonitoringExamples(t *testing.T) {
 			}
 		}
 		reverse_proxy %[2]s
-	}`, testPrefix(), up.addr(), testPrefix()))
+	}
+	handle /local {
+		frequency_cap {
+			name       mon_local
+			key_prefix %[4]s
+			# Nothing listens there: every decision falls back to the local store.
+			redis      redis://127.0.0.1:%[5]d/0
+			on_error   local 2
+			dimension recipient {json.to}
+			rule per_minute {
+				by     recipient
+				limit  2
+				window 1m
+			}
+		}
+		reverse_proxy %[2]s
+	}`, testPrefix(), up.addr(), testPrefix(), testPrefix(), freePort(t)))
 	expectStatus(t, g.send("/live", map[string]any{"to": "m1"}), http.StatusOK)
 	expectStatus(t, g.send("/live", map[string]any{"to": "m1"}), http.StatusOK)
 	expectStatus(t, g.send("/live", map[string]any{"to": "m1"}), http.StatusTooManyRequests)
@@ -451,6 +467,7 @@ func TestMonitoringExamples(t *testing.T) {
 	expectStatus(t, g.send("/live", map[string]any{}), http.StatusBadRequest)
 	expectStatus(t, g.send("/dry", map[string]any{"to": "m1"}), http.StatusOK)
 	expectStatus(t, g.send("/dry", map[string]any{"to": "m1"}), http.StatusOK)
+	expectStatus(t, g.send("/local", map[string]any{"to": "m1"}), http.StatusOK)
 	// The admin API's operations, so that op="usage" and op="reset" exist.
 	expectStatus(t, adminDo(t, http.MethodGet, "/frequency_cap/mon_live/usage?recipient=m1"), http.StatusOK)
 	expectStatus(t, adminDo(t, http.MethodDelete, "/frequency_cap/mon_live/usage?recipient=m1"), http.StatusOK)
@@ -461,6 +478,11 @@ func TestMonitoringExamples(t *testing.T) {
 	for _, outcome := range []string{"allowed", "denied", "dry_run_deny", "error"} {
 		if !exp["caddy_frequency_cap_decisions_total"]["outcome"][outcome] {
 			t.Errorf("no decisions series has outcome %q", outcome)
+		}
+	}
+	for _, store := range []string{"memory", "local"} {
+		if !exp["caddy_frequency_cap_decisions_by_store_total"]["store"][store] {
+			t.Errorf("no decisions-by-store series has store %q", store)
 		}
 	}
 
