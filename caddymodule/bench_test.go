@@ -13,7 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
-// seedJSON is the seed config of DESIGN §1 on the memory store, with the
+// seedJSON is the seed config (see the README) on the memory store, with the
 // recipient and content read from a JSON body.
 const seedJSON = `{"name": "bench", "dimensions": {"recipient": "{json.to}", "content": "{json.content}"},
  "rules": [

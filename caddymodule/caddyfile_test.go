@@ -233,7 +233,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"missing by", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", "rule x: needs by", 3},
 		{"missing limit", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\twindow 1m\n\t}\n}", "rule x: needs limit", 3},
 		{"missing window", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t}\n}", "rule x: needs window <duration> or calendar", 3},
-		// Sending policy (DESIGN §8).
+		// Sending policy.
 		{"policy: quiet bad range", "frequency_cap {\n\trule q {\n\t\tquiet 21:00-8:00\n\t}\n}", `rule q: quiet range "21:00-8:00": "8:00" is not HH:MM`, 3},
 		{"policy: quiet out of range", "frequency_cap {\n\trule q {\n\t\tquiet 21:00-24:30\n\t}\n}", `"24:30" is not a time from 00:00 to 23:59`, 3},
 		{"policy: quiet empty range", "frequency_cap {\n\trule q {\n\t\tquiet 08:00-08:00\n\t}\n}", "is empty", 3},

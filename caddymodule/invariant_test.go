@@ -47,7 +47,7 @@ type invSet struct {
 	recipients int
 }
 
-// The gateways serve two cap sets. seed is the seed config of DESIGN §1.
+// The gateways serve two cap sets. seed is the seed config (see the README).
 // Its windows (59 s and longer) outlast a run, so for it "any window" is
 // the whole run and the sliding check reduces to totals; fast has the same
 // four shapes (recipient short and long, same content short and long) with

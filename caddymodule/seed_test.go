@@ -10,7 +10,7 @@ import (
 	"github.com/freqcap/caddy-freqcap/caddymodule"
 )
 
-// seedSite is the seed config of DESIGN §1 in front of upstream, with
+// seedSite is the seed config (see the README) in front of upstream, with
 // extra subdirectives.
 func seedSite(redisLine, upstream, extra string) string {
 	return fmt.Sprintf(`

@@ -29,7 +29,7 @@ func TestCluster(t *testing.T) {
 	t.Run("forced failover while deciding", func(t *testing.T) { testClusterFailover(t, c, "FORCE") })
 }
 
-// clusterSeedRules is the seed config plus the other shapes of DESIGN §3
+// clusterSeedRules is the seed config plus the other rule shapes of docs/configuration.md
 // that start with the recipient: a calendar day per channel and a coins
 // budget per calendar month.
 func clusterSeedRules(t *testing.T) []*Rule {

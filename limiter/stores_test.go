@@ -41,7 +41,7 @@ type fixedClock struct{ t time.Time }
 
 func (c *fixedClock) now() time.Time { return c.t }
 
-// seedRules is the seed config of DESIGN §1.
+// seedRules is the seed config (see the README).
 func seedRules() []*Rule {
 	return []*Rule{
 		{Name: "recipient_minute", By: []string{"recipient"}, Limit: 15, Window: Window{Duration: time.Minute}},

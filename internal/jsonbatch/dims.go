@@ -6,7 +6,7 @@ import (
 )
 
 // CheckDimension says whether other can be resolved for each entry of a
-// batch named by p (DESIGN.md §7, other dimensions per entry), for use at
+// batch named by p (other dimensions per entry), for use at
 // config time. A path without wildcards always can: it has one value for
 // the whole batch. A path with wildcards can when it follows p segment for
 // segment up to its own last wildcard, so that each entry's indices name

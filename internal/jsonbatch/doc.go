@@ -1,5 +1,5 @@
 // Package jsonbatch reads and rewrites the JSON bodies of multi-recipient
-// push requests (DESIGN.md §7): Expo's message arrays, gorush
+// push requests: Expo's message arrays, gorush
 // notifications, OneSignal's include_subscription_ids, SendGrid
 // personalizations, FCM's registration_ids.
 //

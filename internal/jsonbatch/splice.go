@@ -16,7 +16,7 @@ type Capped struct {
 }
 
 // SpliceExpo makes Expo's positional answer whole again after capped
-// recipients were removed from the request (DESIGN.md §7, "splice expo").
+// recipients were removed from the request ("splice expo").
 // total is the number of recipients the sender sent, capped ones included.
 // If status is 2xx and answer is a valid JSON object (see Valid) whose
 // "data" member is an array of exactly total-len(capped) tickets,
