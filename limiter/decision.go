@@ -56,13 +56,13 @@ type Result struct {
 	Reset time.Duration
 	// Denied reports that this rule alone would refuse the request.
 	Denied bool
-	// RetryAfter is, for a denying rule, how long until it would admit this
-	// request's cost: exact, from the records. Zero when Waived.
-	RetryAfter time.Duration
 	// Waived reports that this rule could not refuse the request: its check
 	// is a shadow, or the request is exempt. Denied still says whether it
 	// would have refused it.
-	Waived bool
+	Waived bool // next to Denied: the two share a word of the Result
+	// RetryAfter is, for a denying rule, how long until it would admit this
+	// request's cost: exact, from the records. Zero when Waived.
+	RetryAfter time.Duration
 }
 
 // Decision is the answer for a request.
