@@ -99,6 +99,16 @@ type Store interface {
 	// Decide admits the request only if every check admits it, and then
 	// records it in every check's log, atomically; a denial records nothing.
 	Decide(ctx context.Context, req *Request) (*Decision, error)
+	// DecideBatch decides many requests (the recipients of one batch
+	// send) in order, each as Decide would and each seeing the ones
+	// before it that were admitted, so that two entries for one recipient
+	// count one after the other. It returns one Decision per request, in
+	// order. Under BatchEach, every admitted request is recorded with an
+	// admission id of its own and a denied one records nothing. Under
+	// BatchAll, the batch is all or nothing: when any request is denied,
+	// nothing is recorded for any (no Decision has an ID), and each
+	// Decision says what that request, in its place, was answered.
+	DecideBatch(ctx context.Context, reqs []Request, mode BatchMode) ([]*Decision, error)
 	// Usage answers as Decide would with each check's cost, recording
 	// nothing.
 	Usage(ctx context.Context, req *Request) (*Decision, error)

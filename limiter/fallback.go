@@ -57,7 +57,29 @@ func (f *Fallback) Usage(ctx context.Context, req *Request) (*Decision, error) {
 	return f.decideLocally(ctx, req, err, false)
 }
 
-func (f *Fallback) decideLocally(ctx context.Context, req *Request, cause error, record bool) (*Decision, error) {
+// DecideBatch implements Store: the whole batch is decided in the primary,
+// or, when it fails, in the local store.
+func (f *Fallback) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode) ([]*Decision, error) {
+	ds, err := f.primary.DecideBatch(ctx, reqs, mode)
+	if err == nil || !fails(err) {
+		return ds, err
+	}
+	local := make([]Request, len(reqs))
+	for i := range reqs {
+		local[i] = f.divided(&reqs[i])
+	}
+	ds, lerr := f.local.DecideBatch(ctx, local, mode)
+	if lerr != nil {
+		return nil, errors.Join(err, lerr)
+	}
+	for _, d := range ds {
+		f.markLocal(d, err)
+	}
+	return ds, nil
+}
+
+// divided is req with every limit divided for the local store.
+func (f *Fallback) divided(req *Request) Request {
 	local := *req
 	local.Checks = make([]Check, len(req.Checks))
 	for i, c := range req.Checks {
@@ -68,6 +90,19 @@ func (f *Fallback) decideLocally(ctx context.Context, req *Request, cause error,
 		c.Limit = max(1, (limit+f.divisor-1)/f.divisor)
 		local.Checks[i] = c
 	}
+	return local
+}
+
+// markLocal marks d as decided locally because of cause.
+func (f *Fallback) markLocal(d *Decision, cause error) {
+	d.Fallback = cause
+	if len(d.id) > 0 {
+		d.id = append([]byte{localID}, d.id...)
+	}
+}
+
+func (f *Fallback) decideLocally(ctx context.Context, req *Request, cause error, record bool) (*Decision, error) {
+	local := f.divided(req)
 	var d *Decision
 	var err error
 	if record {
@@ -78,10 +113,7 @@ func (f *Fallback) decideLocally(ctx context.Context, req *Request, cause error,
 	if err != nil {
 		return nil, errors.Join(cause, err)
 	}
-	d.Fallback = cause
-	if len(d.id) > 0 {
-		d.id = append([]byte{localID}, d.id...)
-	}
+	f.markLocal(d, cause)
 	return d, nil
 }
 

@@ -226,27 +226,39 @@ type memTxn struct {
 	buf    []byte
 	shards []int    // the shards locked, ascending
 	hashes []uint64 // each section's key hashed
+	// base is where the plan being decided starts in hashes (a batch
+	// locks many plans at once).
+	base int
+	// byKey finds the keys of a transaction that holds many (a batch),
+	// so that finding one is not a scan; nil while there are few.
+	byKey map[string]int
 }
 
-// lock hashes the key of every section of p (into tx.hashes) and takes
-// their shard locks in index order, so that decisions over several keys
-// never deadlock.
-func (tx *memTxn) lock(p *plan) {
+// manyKeys is the number of keys past which a transaction indexes them.
+const manyKeys = 16
+
+// lock hashes the key of every section of the plans (into tx.hashes, in
+// order) and takes their shard locks in index order, so that decisions over
+// several keys never deadlock. Before deciding plans[i], the caller sets
+// tx.base to the number of sections of the plans before it.
+func (tx *memTxn) lock(plans ...*plan) {
 	m := tx.m
-	for si := range p.sections {
-		h := m.hash(p.key(&p.sections[si]))
-		tx.hashes = append(tx.hashes, h)
-		i := int(h % memShards)
-		j := len(tx.shards)
-		for j > 0 && tx.shards[j-1] > i {
-			j--
+	for _, p := range plans {
+		for si := range p.sections {
+			h := m.hash(p.key(&p.sections[si]))
+			tx.hashes = append(tx.hashes, h)
+			i := int(h % memShards)
+			j := len(tx.shards)
+			for j > 0 && tx.shards[j-1] > i {
+				j--
+			}
+			if j > 0 && tx.shards[j-1] == i {
+				continue
+			}
+			tx.shards = append(tx.shards, 0)
+			copy(tx.shards[j+1:], tx.shards[j:])
+			tx.shards[j] = i
 		}
-		if j > 0 && tx.shards[j-1] == i {
-			continue
-		}
-		tx.shards = append(tx.shards, 0)
-		copy(tx.shards[j+1:], tx.shards[j:])
-		tx.shards[j] = i
 	}
 	for _, i := range tx.shards {
 		m.shards[i].mu.Lock()
@@ -279,7 +291,7 @@ func (tx *memTxn) reset() {
 			subs[i].id = nil // let old arenas go
 		}
 	}
-	tx.m, tx.n = nil, 0
+	tx.m, tx.n, tx.base, tx.byKey = nil, 0, 0, nil
 	tx.shards, tx.hashes = tx.shards[:0], tx.hashes[:0]
 }
 
@@ -291,19 +303,26 @@ func (tx *memTxn) add(sh *memShard, hash uint64, slot int32, key []byte) *txnKey
 	tx.n++
 	tk.sh, tk.hash, tk.slot, tk.key, tk.touched = sh, hash, slot, key, false
 	tk.k.subs, tk.k.expireAt = tk.k.subs[:0], 0
+	switch {
+	case tx.byKey != nil:
+		tx.byKey[string(key)] = tx.n - 1
+	case tx.n > manyKeys:
+		tx.byKey = make(map[string]int, 2*tx.n)
+		for i, k := range tx.keys[:tx.n] {
+			tx.byKey[string(k.key)] = i
+		}
+	}
 	return tk
 }
 
 // lookup implements keySource.
 func (tx *memTxn) lookup(p *plan, si int, now int64) *keyLogs {
 	key := p.key(&p.sections[si])
-	for _, tk := range tx.keys[:tx.n] {
-		if bytes.Equal(tk.key, key) {
-			tk.k.prune(now)
-			return &tk.k
-		}
+	if tk := tx.find(key); tk != nil {
+		tk.k.prune(now)
+		return &tk.k
 	}
-	h := tx.hashes[si]
+	h := tx.hashes[tx.base+si]
 	sh := &tx.m.shards[h%memShards]
 	i := sh.find(h, key)
 	if i < 0 {
@@ -319,6 +338,9 @@ func (tx *memTxn) lookup(p *plan, si int, now int64) *keyLogs {
 		// it rather than decide on nonsense.
 		sh.remove(i)
 		tx.n--
+		if tx.byKey != nil {
+			delete(tx.byKey, string(key))
+		}
 		return nil
 	}
 	tk.k.expireAt = sh.slots[i].expireAt
@@ -328,8 +350,24 @@ func (tx *memTxn) lookup(p *plan, si int, now int64) *keyLogs {
 
 // create implements keySource.
 func (tx *memTxn) create(p *plan, si int) *keyLogs {
-	h := tx.hashes[si]
+	h := tx.hashes[tx.base+si]
 	return &tx.add(&tx.m.shards[h%memShards], h, -1, p.key(&p.sections[si])).k
+}
+
+// find returns the key of the transaction named key, or nil.
+func (tx *memTxn) find(key []byte) *txnKey {
+	if tx.byKey != nil {
+		if i, ok := tx.byKey[string(key)]; ok {
+			return tx.keys[i]
+		}
+		return nil
+	}
+	for _, tk := range tx.keys[:tx.n] {
+		if bytes.Equal(tk.key, key) {
+			return tk
+		}
+	}
+	return nil
 }
 
 // touch marks k to be written back.

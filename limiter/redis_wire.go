@@ -171,23 +171,39 @@ func (l *keyList) index(key string) int {
 // runCalls runs calls of one op in one script run and hands each its part
 // of the reply.
 func (s *Redis) runCalls(ctx context.Context, calls []*call) {
+	keys, args, ok := runArgsOf(calls)
+	if !ok {
+		// The script counts specs in a byte: run in two halves (a
+		// decision alone has at most 255 sections).
+		s.runCalls(ctx, calls[:len(calls)/2])
+		s.runCalls(ctx, calls[len(calls)/2:])
+		return
+	}
+	rep, err := s.run(ctx, keys, args)
+	hand(calls, rep, err)
+}
+
+// runArgsOf builds the KEYS and ARGV of one run deciding calls, which share
+// one op. ok is false when they need more rule specs than a run carries
+// (255) and must be split.
+func runArgsOf(calls []*call) (keys []string, args []any, ok bool) {
 	ra := newRunArgs(len(calls))
 	for i, c := range calls {
 		ra.add(c)
 		if ra.nspecs > 255 && i > 0 {
-			// The script counts specs in a byte: run in two halves (a
-			// decision alone has at most 255 sections).
-			s.runCalls(ctx, calls[:len(calls)/2])
-			s.runCalls(ctx, calls[len(calls)/2:])
-			return
+			return nil, nil, false
 		}
 	}
 	ra.specs[0] = byte(ra.nspecs)
 	ra.decs[0], ra.decs[1] = byte(len(calls)), byte(len(calls)>>8)
-	args := make([]any, 0, 3+len(ra.ids))
+	args = make([]any, 0, 3+len(ra.ids))
 	args = append(args, calls[0].op, ra.specs, ra.decs)
 	args = append(args, ra.ids...)
-	rep, err := s.run(ctx, ra.keys, args)
+	return ra.keys, args, true
+}
+
+// hand gives each of calls its part of a run's reply (or the run's error).
+func hand(calls []*call, rep []int64, err error) {
 	k := 0
 	for _, c := range calls {
 		switch n := c.replyLen(); {
@@ -215,6 +231,12 @@ func (s *Redis) run(ctx context.Context, keys []string, args []any) ([]int64, er
 	if err != nil {
 		return nil, classify(err)
 	}
+	return scriptInts(v)
+}
+
+// scriptInts reads a script's reply as integers (a single integer reply
+// becomes a one-element slice).
+func scriptInts(v any) ([]int64, error) {
 	switch v := v.(type) {
 	case int64:
 		return []int64{v}, nil

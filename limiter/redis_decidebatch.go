@@ -1,0 +1,188 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file is the Redis store's batch decision: the entries of a batch
+// send, decided in order in freqcap.lua, one script run per hash tag (one
+// off a cluster), the runs of a cluster sent in one pipeline, which
+// go-redis splits into one round trip per node. A batch does not go
+// through the batcher: it is already a batch, and its entries must stay
+// in order and together.
+//
+// An entry whose keys span several hash tags is decided in each of their
+// runs; it is admitted when all of them admit it, and the parts that
+// recorded are refunded when one does not (as a single decision on a
+// cluster is). Under BatchAll a denial anywhere refunds every part of
+// every entry. Between the runs and the refund, other decisions see those
+// reservations: they may be denied for them (an over-count for one round
+// trip), never admitted past a limit.
+
+// DecideBatch implements Store.
+func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode) ([]*Decision, error) {
+	if err := checkBatch(reqs, mode); err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	plans := make([]*plan, len(reqs))
+	defer func() {
+		for _, p := range plans {
+			if p != nil {
+				p.release()
+			}
+		}
+	}()
+	entryCalls := make([][]*call, len(reqs))
+	var groups [][]*call // one script run each, the entries in order
+	tags := map[string]int{}
+	for i := range reqs {
+		nowArg, approx := s.nowArg(&reqs[i])
+		p := getPlan()
+		plans[i] = p
+		if err := p.build(s.opts.Prefix, &reqs[i], approx); err != nil {
+			return nil, fmt.Errorf("batch entry %d: %w", i, err)
+		}
+		if !s.cluster {
+			c := &call{op: opDecide, now: nowArg, p: p, secs: make([]int, len(p.sections))}
+			for si := range c.secs {
+				c.secs[si] = si
+			}
+			entryCalls[i] = []*call{c}
+			if len(groups) == 0 {
+				groups = append(groups, make([]*call, 0, len(reqs)))
+			}
+			groups[0] = append(groups[0], c)
+			continue
+		}
+		entryCalls[i] = s.callsByTag(p, opDecide, nowArg)
+		for _, c := range entryCalls[i] {
+			tag := hashTag(string(p.key(&p.sections[c.secs[0]])))
+			gi, ok := tags[tag]
+			if !ok {
+				gi = len(groups)
+				tags[tag] = gi
+				groups = append(groups, nil)
+			}
+			groups[gi] = append(groups[gi], c)
+		}
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	s.runGroups(runCtx, groups)
+	cancel()
+
+	ds := make([]*Decision, len(reqs))
+	var firstErr error
+	for i, calls := range entryCalls {
+		p := plans[i]
+		p.raw = append(p.raw[:0], make([]rawResult, len(p.rules))...)
+		admitted := true
+		var now int64
+		for _, c := range calls {
+			if c.err != nil {
+				firstErr = cmpErr(firstErr, c.err)
+				admitted = false
+				continue
+			}
+			admitted = admitted && c.reply[0] == 1
+			if now == 0 {
+				now = c.at
+			}
+			c.unpackReply(p)
+		}
+		if firstErr == nil {
+			ds[i] = p.finish(&reqs[i], now, admitted)
+		}
+	}
+	undo := func(i int) bool { return firstErr != nil || !ds[i].Allowed }
+	if firstErr == nil && mode == BatchAll && anyDenied(ds) {
+		undo = func(int) bool { return true }
+		forgetIDs(ds)
+	}
+	s.rollbackEntries(plans, entryCalls, undo)
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return ds, nil
+}
+
+// runGroups runs each group of calls as one script run: off a cluster
+// directly, on a cluster all in one pipeline (go-redis sends it as one
+// round trip per node).
+func (s *Redis) runGroups(ctx context.Context, groups [][]*call) {
+	if len(groups) == 1 {
+		s.runCalls(ctx, groups[0])
+		return
+	}
+	type run struct {
+		calls []*call
+		keys  []string
+		args  []any
+		cmd   *redis.Cmd
+	}
+	runs := make([]run, 0, len(groups))
+	for _, g := range groups {
+		keys, args, ok := runArgsOf(g)
+		if !ok {
+			s.runCalls(ctx, g) // too many specs for one run: split
+			continue
+		}
+		runs = append(runs, run{calls: g, keys: keys, args: args})
+	}
+	_, _ = s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i := range runs {
+			runs[i].cmd = freqcapScript.EvalSha(ctx, pipe, runs[i].keys, runs[i].args...)
+		}
+		return nil
+	})
+	for _, r := range runs {
+		v, err := r.cmd.Result()
+		if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
+			// The script cache was emptied (a restart, a new master):
+			// nothing ran. Run loads it again.
+			v, err = freqcapScript.Run(ctx, s.client, r.keys, r.args...).Result()
+		}
+		var rep []int64
+		if err != nil {
+			err = classify(err)
+		} else {
+			rep, err = scriptInts(v)
+		}
+		hand(r.calls, rep, err)
+	}
+}
+
+// rollbackEntries refunds what the calls of the entries undo picks
+// recorded. It has its own deadline: the caller's may be spent.
+func (s *Redis) rollbackEntries(plans []*plan, entryCalls [][]*call, undo func(int) bool) {
+	var recs []recorded
+	for i, calls := range entryCalls {
+		if !undo(i) {
+			continue
+		}
+		p := plans[i]
+		for _, c := range calls {
+			if c.err != nil || len(c.reply) == 0 || c.reply[0] != 1 {
+				continue
+			}
+			for k, si := range c.secs {
+				sec := &p.sections[si]
+				if t := c.reply[1+k]; t > 0 {
+					recs = append(recs, recorded{key: string(p.key(sec)), sub: string(p.sub(sec)), grain: sec.grain, t: t, c: sec.cost})
+				}
+			}
+		}
+	}
+	if len(recs) > 0 {
+		// A failed rollback leaves a reservation that only over-counts,
+		// until its records leave their windows: never an over-admission.
+		_, _ = s.refund(context.Background(), recs)
+	}
+}
