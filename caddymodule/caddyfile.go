@@ -12,6 +12,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
@@ -71,6 +72,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    status_code <code>
 //	    log_values
 //	    dimension   <name> <placeholder>
+//	    batch       reject|drop
+//	    max_batch   <n>
+//	    splice      expo
 //	    rule <name> {
 //	        by       <dimension>...
 //	        limit    <n>|<placeholder> [<fallback-n>]
@@ -100,6 +104,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	// Rules may name dimensions declared further down; an unknown one is
 	// reported at its by line once the whole block is read.
 	var unknown []pendingDim
+	// What depends on the whole block (which dimension is the batch
+	// dimension, whether splice has batch drop) is checked at its end and
+	// reported at the line concerned: at holds a copy of the dispenser
+	// at those lines.
+	at := batchLines{dims: map[string]caddyfile.Dispenser{}}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
 		if sub != "dimension" && sub != "rule" {
@@ -144,7 +153,22 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "status_code":
 			err = h.unmarshalStatusCode(d)
 		case "dimension":
-			err = h.unmarshalDimension(d)
+			line := *d
+			if err = h.unmarshalDimension(d); err == nil && line.NextArg() {
+				at.dims[line.Val()] = line // at the dimension's name
+			}
+		case "batch":
+			at.batch = *d
+			h.Batch, err = oneOf(d, BatchReject, BatchDrop)
+		case "max_batch":
+			at.maxBatch = *d
+			h.MaxBatch, err = intArg(d, "max_batch", 1)
+			if err == nil && h.MaxBatch > limiter.MaxBatch {
+				err = d.Errf("max_batch %d is more than %d", h.MaxBatch, limiter.MaxBatch)
+			}
+		case "splice":
+			at.splice = *d
+			h.Splice, err = oneOf(d, SpliceExpo)
 		case "rule":
 			var u []pendingDim
 			u, err = h.unmarshalRule(d)
@@ -164,7 +188,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if len(h.Rules) == 0 {
 		return d.Err("frequency_cap needs at least one rule")
 	}
-	return nil
+	return h.checkBatchLines(d, &at)
 }
 
 // pendingDim is a dimension a rule names that was not declared (yet), with
@@ -334,6 +358,9 @@ func (h *Handler) unmarshalDimension(d *caddyfile.Dispenser) error {
 	}
 	if _, dup := h.Dimensions[name]; dup {
 		return d.Errf("dimension %s already declared", name)
+	}
+	if _, err := wildcardPath(expr); err != nil {
+		return d.Errf("dimension %s: %v", name, err)
 	}
 	if h.Dimensions == nil {
 		h.Dimensions = make(map[string]string)
@@ -611,4 +638,51 @@ func durationArg(d *caddyfile.Dispenser, what string) (caddy.Duration, error) {
 		return 0, d.Errf("%s %q must not be negative", what, s)
 	}
 	return caddy.Duration(dur), nil
+}
+
+// batchLines holds copies of the dispenser at the lines that the batch
+// checks at the block's end report at; a zero Dispenser is a line not
+// written.
+type batchLines struct {
+	dims          map[string]caddyfile.Dispenser
+	batch, splice, maxBatch caddyfile.Dispenser
+}
+
+// checkBatchLines finds the batch dimension as compileBatch does (the
+// first wildcard dimension in the order the rules name dimensions) and
+// reports, at its line, a wildcard dimension that does not follow it, and
+// batch or splice lines that cannot apply.
+func (h *Handler) checkBatchLines(d *caddyfile.Dispenser, at *batchLines) error {
+	var batch *jsonbatch.Path
+	seen := map[string]bool{}
+	for _, rc := range h.Rules {
+		for _, name := range rc.By {
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			p, _ := wildcardPath(h.Dimensions[name]) // checked at its line
+			switch {
+			case p == nil:
+			case batch == nil:
+				batch = p
+			default:
+				if err := batch.CheckDimension(p); err != nil {
+					line := at.dims[name]
+					return line.Errf("dimension %s: %v", name, err)
+				}
+			}
+		}
+	}
+	switch {
+	case batch == nil && h.Batch != "":
+		return at.batch.Errf("batch needs a batch dimension (a {json.*} path with a * segment, such as {json.*.to})")
+	case batch == nil && h.Splice != "":
+		return at.splice.Errf("splice needs a batch dimension (a {json.*} path with a * segment, such as {json.*.to})")
+	case batch == nil && h.MaxBatch != 0:
+		return at.maxBatch.Errf("max_batch needs a batch dimension (a {json.*} path with a * segment, such as {json.*.to})")
+	case h.Splice != "" && h.Batch != BatchDrop:
+		return at.splice.Errf("splice %s needs batch drop (only dropped recipients are spliced back)", h.Splice)
+	}
+	return nil
 }

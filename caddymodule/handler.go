@@ -120,8 +120,30 @@ type Handler struct {
 	// then every rule counts it, atomically.
 	Rules []RuleConfig `json:"rules,omitempty"`
 
+	// Batch says what happens to a batch send (a body with many
+	// recipients, named by a dimension whose {json.*} path holds a "*"
+	// segment; see docs/configuration.md, Batches) when some of its
+	// recipient entries are denied: "reject" answers 429 listing them and
+	// records nothing for any entry; "drop" removes them from the body
+	// before it is passed on and names them in the Frequency-Cap-Dropped
+	// response header (a batch whose every entry is denied is answered as
+	// under reject). Only with a wildcard dimension. Default "reject".
+	Batch string `json:"batch,omitempty"`
+
+	// MaxBatch is the most recipient entries a batch may hold (1 to
+	// 65535); a body with more is answered 413. Only with a wildcard
+	// dimension. Default 1000.
+	MaxBatch int `json:"max_batch,omitempty"`
+
+	// Splice makes a positional answer whole again after batch drop
+	// removed recipients: "expo" puts an Expo MessageRateExceeded ticket
+	// at each dropped recipient's place in the upstream's "data" array.
+	// Only with batch drop. Default "": the answer is passed on as it is.
+	Splice string `json:"splice,omitempty"`
+
 	dims     []dimension
 	rules    []compiledRule
+	batch    *batchConfig // nil unless a dimension has a wildcard path
 	needs    int
 	exempt   map[string]bool // Exempt.Values
 	refundOn []statusMatch
@@ -265,6 +287,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return fail.write(w)
 		}
 		repl.Map(b.provide)
+		if h.batch != nil {
+			return h.serveBatch(w, r, next, repl, b)
+		}
 	}
 
 	req, quiet, fail := h.request(repl)
