@@ -644,7 +644,7 @@ func durationArg(d *caddyfile.Dispenser, what string) (caddy.Duration, error) {
 // checks at the block's end report at; a zero Dispenser is a line not
 // written.
 type batchLines struct {
-	dims          map[string]caddyfile.Dispenser
+	dims                    map[string]caddyfile.Dispenser
 	batch, splice, maxBatch caddyfile.Dispenser
 }
 
