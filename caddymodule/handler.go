@@ -112,8 +112,11 @@ type Handler struct {
 	// that gives a request's value: any Caddy placeholder, plus
 	// {json.<path>} (a field of a JSON body; dotted path, array indices:
 	// {json.message.to.0}) and {form.<field>} (a field of a
-	// application/x-www-form-urlencoded body). Names are a letter or '_',
-	// then letters, digits, '_', '.', '-'.
+	// application/x-www-form-urlencoded body). A {json.<path>} with "*"
+	// segments ({json.*.to}) names every recipient of a batch send: the
+	// first such dimension in the order the rules name dimensions is the
+	// batch dimension (see Batch). Names are a letter or '_', then
+	// letters, digits, '_', '.', '-'.
 	Dimensions map[string]string `json:"dimensions,omitempty"`
 
 	// Rules are the caps. A request passes only if every rule admits it;
