@@ -159,7 +159,9 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 		sw := &spliceWriter{ResponseWriter: w}
 		err = next.ServeHTTP(sw, r)
 		status = sw.status
-		if !sw.finish(total, capped) {
+		// No answer at all (the upstream is unreachable) is Caddy's to
+		// give, and no failure to splice.
+		if !sw.finish(total, capped) && status != 0 {
 			h.metrics.spliceFailures.Inc()
 		}
 	} else {
