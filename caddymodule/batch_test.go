@@ -145,7 +145,8 @@ func TestBatchDuplicates(t *testing.T) {
 // forms (a string, an array) in one batch, and that drop removes a
 // capped recipient from its message's array, removes a message whose only
 // recipient is capped, keeps the rest byte for byte; and that a batch
-// whose every entry is capped is answered 429 as under reject.
+// whose every entry is capped is answered 429 as under reject. The batch
+// metrics count the entries per request and the dropped entries.
 func TestBatchExpoToForms(t *testing.T) {
 	up := startUpstream(t)
 	name := batchName()
@@ -182,6 +183,18 @@ func TestBatchExpoToForms(t *testing.T) {
 	}
 	if up.count() != 2 {
 		t.Errorf("upstream got %d requests, want 2", up.count())
+	}
+	// Three batches of 2, 4 and 3 entries; 2 entries dropped (those of the
+	// refused batch were not: it was not passed on).
+	m, _ := scrape(t)
+	for series, want := range map[string]float64{
+		`caddy_frequency_cap_batch_dropped_total{handler="%s"}`: 2,
+		`caddy_frequency_cap_batch_entries_count{handler="%s"}`: 3,
+		`caddy_frequency_cap_batch_entries_sum{handler="%s"}`:   9,
+	} {
+		if got := m[fmt.Sprintf(series, name)]; got != want {
+			t.Errorf(series+": %v, want %v", name, got, want)
+		}
 	}
 }
 
