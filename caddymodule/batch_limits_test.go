@@ -148,7 +148,9 @@ func TestBatchDryRun(t *testing.T) {
 }
 
 // TestBatchStoreDown proves on_error with a batch on an unreachable
-// Redis: allow passes the batch on unchanged, deny answers 503.
+// Redis: allow passes the batch on unchanged, deny answers 503, local
+// decides it in the local store (the sixth entry for one recipient over
+// a limit of 5 is dropped).
 func TestBatchStoreDown(t *testing.T) {
 	up := startUpstream(t)
 	down := fmt.Sprintf("redis redis://127.0.0.1:%d/0", freePort(t))
@@ -160,4 +162,11 @@ func TestBatchStoreDown(t *testing.T) {
 	}
 	g.load(limitsSite(batchName(), up.addr(), down, "on_error deny"))
 	expectFailure(t, g.post("/push/send", "application/json", body), http.StatusServiceUnavailable, "unavailable")
+
+	g.load(limitsSite(batchName(), up.addr(), down, "on_error local", "batch drop"))
+	a := g.post("/push/send", "application/json", `[{"to":["a","a","a","a","a","a"]}]`)
+	expectStatus(t, a, http.StatusOK)
+	if d := dropped(t, a); len(d) != 1 || d[0] != "0.to.5" {
+		t.Errorf("decided locally, dropped %v, want [0.to.5]", d)
+	}
 }
