@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -132,6 +133,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "on_error":
 			err = h.unmarshalOnError(d)
 		case "exempt":
+			at.exempt = *d
 			args := d.RemainingArgs()
 			if len(args) < 2 {
 				return d.Errf("exempt needs a placeholder and at least one value")
@@ -170,6 +172,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			at.splice = *d
 			h.Splice, err = oneOf(d, SpliceExpo)
 		case "rule":
+			at.rules = append(at.rules, *d)
 			var u []pendingDim
 			u, err = h.unmarshalRule(d)
 			unknown = append(unknown, u...)
@@ -188,7 +191,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if len(h.Rules) == 0 {
 		return d.Err("frequency_cap needs at least one rule")
 	}
-	return h.checkBatchLines(d, &at)
+	return h.checkBatchLines(&at)
 }
 
 // pendingDim is a dimension a rule names that was not declared (yet), with
@@ -644,15 +647,19 @@ func durationArg(d *caddyfile.Dispenser, what string) (caddy.Duration, error) {
 // checks at the block's end report at; a zero Dispenser is a line not
 // written.
 type batchLines struct {
-	dims                    map[string]caddyfile.Dispenser
-	batch, splice, maxBatch caddyfile.Dispenser
+	dims                            map[string]caddyfile.Dispenser
+	rules                           []caddyfile.Dispenser // in the order of h.Rules
+	batch, splice, maxBatch, exempt caddyfile.Dispenser
 }
 
 // checkBatchLines finds the batch dimension as compileBatch does (the
 // first wildcard dimension in the order the rules name dimensions) and
-// reports, at its line, a wildcard dimension that does not follow it, and
-// batch or splice lines that cannot apply.
-func (h *Handler) checkBatchLines(d *caddyfile.Dispenser, at *batchLines) error {
+// reports, at its line, a wildcard dimension that does not follow it, a
+// wildcard cost, limit or zone that does not (at its rule's line) or an
+// exempt one, and batch, max_batch or splice lines that cannot apply: a
+// config the Caddyfile accepts must not fail at load with an error that
+// names no line.
+func (h *Handler) checkBatchLines(at *batchLines) error {
 	var batch *jsonbatch.Path
 	seen := map[string]bool{}
 	for _, rc := range h.Rules {
@@ -662,16 +669,50 @@ func (h *Handler) checkBatchLines(d *caddyfile.Dispenser, at *batchLines) error 
 			}
 			seen[name] = true
 			p, _ := wildcardPath(h.Dimensions[name]) // checked at its line
+			line := at.dims[name]
 			switch {
 			case p == nil:
 			case batch == nil:
 				batch = p
+				if _, err := jsonbatch.SFStringList([]string{p.String()}); err != nil {
+					return line.Errf("dimension %s: %v", name, err)
+				}
 			default:
 				if err := batch.CheckDimension(p); err != nil {
-					line := at.dims[name]
 					return line.Errf("dimension %s: %v", name, err)
 				}
 			}
+		}
+	}
+	// A cost, limit, zone or exempt placeholder with a wildcard must
+	// follow the batch dimension too (see compileBatch).
+	check := func(line *caddyfile.Dispenser, what, expr string) error {
+		p, err := wildcardPath(expr)
+		switch {
+		case err != nil:
+		case p == nil:
+			return nil
+		case batch == nil:
+			err = fmt.Errorf("%q has a wildcard path, but no dimension is a batch dimension (a {json.*} path with a * segment)", expr)
+		default:
+			err = batch.CheckDimension(p)
+		}
+		if err != nil {
+			return line.Errf("%s: %v", what, err)
+		}
+		return nil
+	}
+	for i := range h.Rules {
+		rc := &h.Rules[i]
+		for _, e := range [...][2]string{{"cost", rc.Cost}, {"limit", rc.LimitPlaceholder}, {"zone", rc.Zone}} {
+			if err := check(&at.rules[i], "rule "+rc.Name+": "+e[0], e[1]); err != nil {
+				return err
+			}
+		}
+	}
+	if h.Exempt != nil {
+		if err := check(&at.exempt, "exempt", h.Exempt.Placeholder); err != nil {
+			return err
 		}
 	}
 	switch {
