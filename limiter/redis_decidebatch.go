@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -36,7 +37,11 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 		return nil, nil
 	}
 	plans := make([]*plan, len(reqs))
+	inFlight := false // a run that timed out may still read the plans
 	defer func() {
+		if inFlight {
+			return // leave them to the GC
+		}
 		for _, p := range plans {
 			if p != nil {
 				p.release()
@@ -58,7 +63,7 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 			return nil, fmt.Errorf("batch entry %d: %w", i, err)
 		}
 		if !s.cluster {
-			c := &call{op: op, now: nowArg, p: p, secs: make([]int, len(p.sections))}
+			c := &call{op: op, now: nowArg, p: p, secs: make([]int, len(p.sections)), done: make(chan struct{}, 1)}
 			for si := range c.secs {
 				c.secs[si] = si
 			}
@@ -82,9 +87,14 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 		}
 	}
 
-	runCtx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	s.runGroups(runCtx, groups)
-	cancel()
+	if s.cluster || s.opts.ScriptOnly || s.hot.touches(groups[0]) {
+		runCtx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+		s.runGroups(runCtx, groups)
+		cancel()
+	} else if err := s.decideBatchInGo(ctx, groups[0]); err != nil {
+		inFlight = true
+		return nil, err
+	}
 
 	ds := make([]*Decision, len(reqs))
 	var firstErr error
@@ -119,6 +129,35 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 		return nil, firstErr
 	}
 	return ds, nil
+}
+
+// decideBatchInGo decides the calls of a batch off a cluster as the
+// batcher decides a batch of concurrent decisions (redis_godecide.go): one
+// round trip reads every key, the entries are decided in Go, and a second
+// writes them with a compare-and-set (none when nothing was admitted, or,
+// under OP_DECIDE_ALL, when anything was denied); a key changed in between
+// sends the batch to the script. It waits at most the store's timeout, or
+// until ctx ends.
+func (s *Redis) decideBatchInGo(ctx context.Context, calls []*call) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if held := s.roundTrip(nil, calls); held != nil {
+			s.roundTrip(held, nil)
+		}
+	}()
+	timer := time.NewTimer(s.opts.Timeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-timer.C:
+		// The write may still land: an over-count until its records
+		// leave their windows, never an over-admission.
+		return s.timedOut()
+	case <-ctx.Done():
+		return classify(ctx.Err())
+	}
 }
 
 // runGroups runs each group of calls as one script run: off a cluster
