@@ -26,7 +26,9 @@ func TestDifferentialBatches(t *testing.T) {
 			mem := NewMemory(MemoryOptions{Now: clock.now, SweepInterval: -1})
 			defer mem.Close()
 			prefix := fmt.Sprintf("diffbatch%d:", seed)
-			red := NewRedis(client, RedisOptions{Now: clock.now, Timeout: 5 * time.Second, Prefix: prefix})
+			// Seed 1 decides in Go between a read and a compare-and-set
+			// write, seed 2 in the script.
+			red := NewRedis(client, RedisOptions{Now: clock.now, Timeout: 5 * time.Second, Prefix: prefix, ScriptOnly: seed == 2})
 			defer red.Close()
 			runBatchDifferential(t, seed, rules, zones, clock, mem, red, prefix)
 		})
