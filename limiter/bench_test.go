@@ -157,11 +157,13 @@ func BenchmarkMemoryDecideRepeats(b *testing.B) {
 // BenchmarkRedisDecide is one decision of the seed config on a real
 // redis-server, from 32 concurrent callers, each with recipients of its
 // own. It reports the batches whose write from Go found a key changed, per
-// decision.
+// decision, and the server's CPU a decision (redis-µs/op; with REDIS_URL,
+// only this benchmark should use that server).
 func BenchmarkRedisDecide(b *testing.B) {
 	c := redistest.Client(b)
 	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
 	defer s.Close()
+	cpu := redistest.CPUSeconds(b, c)
 	const parallelism = 16 // 32 callers on 2 cores
 	streams := seedStreams(parallelism * runtime.GOMAXPROCS(0))
 	var next atomic.Int64
@@ -177,7 +179,9 @@ func BenchmarkRedisDecide(b *testing.B) {
 			}
 		}
 	})
+	b.StopTimer()
 	b.ReportMetric(float64(s.Conflicts())/float64(b.N), "conflicts/op")
+	b.ReportMetric((redistest.CPUSeconds(b, c)-cpu)*1e6/float64(b.N), "redis-µs/op")
 }
 
 // BenchmarkRedisDecideOneCaller is one decision at a time on a real

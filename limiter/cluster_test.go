@@ -25,6 +25,7 @@ func TestCluster(t *testing.T) {
 	t.Run("seed config: one slot, one script run per recipient", func(t *testing.T) { testClusterOneSlot(t, c) })
 	t.Run("cross-shard budget under concurrency", func(t *testing.T) { testClusterCrossShard(t, c) })
 	t.Run("wrapped client", func(t *testing.T) { testClusterWrapped(t, c) })
+	t.Run("batches", func(t *testing.T) { testClusterBatches(t, c) })
 	t.Run("failover while deciding", func(t *testing.T) { testClusterFailover(t, c, "") })
 	t.Run("forced failover while deciding", func(t *testing.T) { testClusterFailover(t, c, "FORCE") })
 }

@@ -21,17 +21,7 @@ import (
 func TestDifferentialMemoryVsRedis(t *testing.T) {
 	client := redistest.Client(t)
 	zones := []*time.Location{nil, mustZone(t, "Asia/Shanghai"), mustZone(t, "America/New_York"), mustZone(t, "Pacific/Kiritimati")}
-	rules := append(seedRules(),
-		&Rule{Name: "channel_day", By: []string{"recipient", "channel"}, Limit: 10, Window: Window{Unit: Day, Zone: mustZone(t, "Asia/Shanghai")}},
-		&Rule{Name: "coins_month", By: []string{"recipient"}, Limit: 1000, Window: Window{Unit: Month}, Weight: "{json.amount}"},
-		&Rule{Name: "campaign_hour", By: []string{"campaign"}, Limit: 250, Window: Window{Duration: time.Hour}},
-		// Above BucketThreshold: a bucketed log (1 s buckets), merged
-		// records and refunds from buckets. It is not meant to deny.
-		&Rule{Name: "campaign_2h_bucketed", By: []string{"campaign", "channel"}, Limit: 1001, Window: Window{Duration: 2 * time.Hour}},
-		// A limit per request (a tier), under a rule limit that only
-		// bounds it, as limit {placeholder} configures: a bucketed log.
-		&Rule{Name: "tier_hour", By: []string{"recipient", "campaign"}, Limit: 1 << 40, Window: Window{Duration: time.Hour}},
-	)
+	rules := differentialRules(t)
 	deniedBy := map[string]bool{}
 	defer func() {
 		if !t.Failed() && len(deniedBy) != len(rules)-1 {
@@ -134,6 +124,23 @@ func TestDifferentialMemoryVsRedis(t *testing.T) {
 			}
 		})
 	}
+}
+
+// differentialRules is the seed config, a calendar rule in the recipient's
+// zone, a cost rule, campaign rules on other keys (one bucketed) and a tier
+// rule with a limit per request.
+func differentialRules(t *testing.T) []*Rule {
+	return append(seedRules(),
+		&Rule{Name: "channel_day", By: []string{"recipient", "channel"}, Limit: 10, Window: Window{Unit: Day, Zone: mustZone(t, "Asia/Shanghai")}},
+		&Rule{Name: "coins_month", By: []string{"recipient"}, Limit: 1000, Window: Window{Unit: Month}, Weight: "{json.amount}"},
+		&Rule{Name: "campaign_hour", By: []string{"campaign"}, Limit: 250, Window: Window{Duration: time.Hour}},
+		// Above BucketThreshold: a bucketed log (1 s buckets), merged
+		// records and refunds from buckets. It is not meant to deny.
+		&Rule{Name: "campaign_2h_bucketed", By: []string{"campaign", "channel"}, Limit: 1001, Window: Window{Duration: 2 * time.Hour}},
+		// A limit per request (a tier), under a rule limit that only
+		// bounds it, as limit {placeholder} configures: a bucketed log.
+		&Rule{Name: "tier_hour", By: []string{"recipient", "campaign"}, Limit: 1 << 40, Window: Window{Duration: time.Hour}},
+	)
 }
 
 func randomRequest(rng *rand.Rand, rules []*Rule, zones []*time.Location, now time.Time, who string) *Request {

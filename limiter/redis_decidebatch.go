@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -15,13 +16,17 @@ import (
 // through the batcher: it is already a batch, and its entries must stay
 // in order and together.
 //
-// An entry whose keys span several hash tags is decided in each of their
-// runs; it is admitted when all of them admit it, and the parts that
-// recorded are refunded when one does not (as a single decision on a
-// cluster is). Under BatchAll a denial anywhere refunds every part of
-// every entry. Between the runs and the refund, other decisions see those
-// reservations: they may be denied for them (an over-count for one round
-// trip), never admitted past a limit.
+// Under BatchAll each run is all or nothing in itself (OP_DECIDE_ALL: with
+// a denial the script writes nothing), so off a cluster a batch is exactly
+// as atomic as one decision. On a cluster, the runs that admitted every
+// entry have recorded them; when another run denied, they are refunded
+// (reserve and roll back, as for one decision across shards). An entry
+// whose keys span several hash tags is decided in each of their runs and
+// admitted when all of them admit it; under BatchEach the parts that
+// recorded are refunded when one does not. Between the runs and the
+// refund, other decisions (and the later entries of the same run) see
+// those reservations: they may be denied for them, never admitted past a
+// limit.
 
 // DecideBatch implements Store.
 func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode) ([]*Decision, error) {
@@ -32,13 +37,21 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 		return nil, nil
 	}
 	plans := make([]*plan, len(reqs))
+	inFlight := false // a run that timed out may still read the plans
 	defer func() {
+		if inFlight {
+			return // leave them to the GC
+		}
 		for _, p := range plans {
 			if p != nil {
 				p.release()
 			}
 		}
 	}()
+	op := opDecide
+	if mode == BatchAll {
+		op = opDecideAll
+	}
 	entryCalls := make([][]*call, len(reqs))
 	var groups [][]*call // one script run each, the entries in order
 	tags := map[string]int{}
@@ -50,7 +63,7 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 			return nil, fmt.Errorf("batch entry %d: %w", i, err)
 		}
 		if !s.cluster {
-			c := &call{op: opDecide, now: nowArg, p: p, secs: make([]int, len(p.sections))}
+			c := &call{op: op, now: nowArg, p: p, secs: make([]int, len(p.sections)), done: make(chan struct{}, 1)}
 			for si := range c.secs {
 				c.secs[si] = si
 			}
@@ -61,7 +74,7 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 			groups[0] = append(groups[0], c)
 			continue
 		}
-		entryCalls[i] = s.callsByTag(p, opDecide, nowArg)
+		entryCalls[i] = s.callsByTag(p, op, nowArg)
 		for _, c := range entryCalls[i] {
 			tag := hashTag(string(p.key(&p.sections[c.secs[0]])))
 			gi, ok := tags[tag]
@@ -74,9 +87,14 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 		}
 	}
 
-	runCtx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	s.runGroups(runCtx, groups)
-	cancel()
+	if s.cluster || s.opts.ScriptOnly || s.hot.touches(groups[0]) {
+		runCtx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+		s.runGroups(runCtx, groups)
+		cancel()
+	} else if err := s.decideBatchInGo(ctx, groups[0]); err != nil {
+		inFlight = true
+		return nil, err
+	}
 
 	ds := make([]*Decision, len(reqs))
 	var firstErr error
@@ -106,21 +124,46 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 		undo = func(int) bool { return true }
 		forgetIDs(ds)
 	}
-	s.rollbackEntries(plans, entryCalls, undo)
+	s.rollbackEntries(plans, entryCalls, groups, undo)
 	if firstErr != nil {
 		return nil, firstErr
 	}
 	return ds, nil
 }
 
+// decideBatchInGo decides the calls of a batch off a cluster as the
+// batcher decides a batch of concurrent decisions (redis_godecide.go): one
+// round trip reads every key, the entries are decided in Go, and a second
+// writes them with a compare-and-set (none when nothing was admitted, or,
+// under OP_DECIDE_ALL, when anything was denied); a key changed in between
+// sends the batch to the script. It waits at most the store's timeout, or
+// until ctx ends.
+func (s *Redis) decideBatchInGo(ctx context.Context, calls []*call) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if held := s.roundTrip(nil, calls); held != nil {
+			s.roundTrip(held, nil)
+		}
+	}()
+	timer := time.NewTimer(s.opts.Timeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-timer.C:
+		// The write may still land: an over-count until its records
+		// leave their windows, never an over-admission.
+		return s.timedOut()
+	case <-ctx.Done():
+		return classify(ctx.Err())
+	}
+}
+
 // runGroups runs each group of calls as one script run: off a cluster
 // directly, on a cluster all in one pipeline (go-redis sends it as one
 // round trip per node).
 func (s *Redis) runGroups(ctx context.Context, groups [][]*call) {
-	if len(groups) == 1 {
-		s.runCalls(ctx, groups[0])
-		return
-	}
 	type run struct {
 		calls []*call
 		keys  []string
@@ -131,10 +174,21 @@ func (s *Redis) runGroups(ctx context.Context, groups [][]*call) {
 	for _, g := range groups {
 		keys, args, ok := runArgsOf(g)
 		if !ok {
-			s.runCalls(ctx, g) // too many specs for one run: split
+			// Too many rule specs for one run (hundreds of zones or
+			// limits): split, each part recording what it admits, for
+			// rollbackEntries to take back.
+			for _, c := range g {
+				c.op = opDecide
+			}
+			s.runCalls(ctx, g)
 			continue
 		}
 		runs = append(runs, run{calls: g, keys: keys, args: args})
+	}
+	if len(runs) == 1 {
+		rep, err := s.run(ctx, runs[0].keys, runs[0].args)
+		hand(runs[0].calls, rep, err)
+		return
 	}
 	_, _ = s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range runs {
@@ -160,8 +214,19 @@ func (s *Redis) runGroups(ctx context.Context, groups [][]*call) {
 }
 
 // rollbackEntries refunds what the calls of the entries undo picks
-// recorded. It has its own deadline: the caller's may be spent.
-func (s *Redis) rollbackEntries(plans []*plan, entryCalls [][]*call, undo func(int) bool) {
+// recorded: an admitted call recorded unless it ran under OP_DECIDE_ALL in
+// a run with a denial. It has its own deadline: the caller's may be spent.
+func (s *Redis) rollbackEntries(plans []*plan, entryCalls [][]*call, groups [][]*call, undo func(int) bool) {
+	written := map[*call]bool{}
+	for _, g := range groups {
+		all := true
+		for _, c := range g {
+			all = all && c.err == nil && c.reply[0] == 1
+		}
+		for _, c := range g {
+			written[c] = c.err == nil && c.reply[0] == 1 && (c.op == opDecide || all)
+		}
+	}
 	var recs []recorded
 	for i, calls := range entryCalls {
 		if !undo(i) {
@@ -169,7 +234,7 @@ func (s *Redis) rollbackEntries(plans []*plan, entryCalls [][]*call, undo func(i
 		}
 		p := plans[i]
 		for _, c := range calls {
-			if c.err != nil || len(c.reply) == 0 || c.reply[0] != 1 {
+			if !written[c] {
 				continue
 			}
 			for k, si := range c.secs {

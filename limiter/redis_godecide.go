@@ -223,7 +223,7 @@ func (s *Redis) decode(run *decidedInGo, tm *redis.TimeCmd, mg *redis.SliceCmd, 
 // every call has its answer.
 func (s *Redis) decideInGo(run *decidedInGo, serverNow int64) bool {
 	b := run.b
-	write := run.calls[0].op == opDecide
+	write := run.calls[0].op != opPeek
 	for _, c := range run.calls {
 		now := c.now
 		if now == 0 {
@@ -253,7 +253,7 @@ func (s *Redis) decideInGo(run *decidedInGo, serverNow int64) bool {
 			}
 		}
 	}
-	if !write {
+	if !write || (run.calls[0].op == opDecideAll && !allAdmitted(run.calls)) {
 		return false
 	}
 	for _, bk := range b.keys {
@@ -317,6 +317,16 @@ func (s *Redis) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
 		s.runCalls(held.ctx, held.calls)
 	}
 	held.done()
+}
+
+// allAdmitted reports whether every call was decided and admitted.
+func allAdmitted(calls []*call) bool {
+	for _, c := range calls {
+		if c.err != nil || c.reply[0] != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // fail fails every call of the run and finishes it.

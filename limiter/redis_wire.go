@@ -16,10 +16,11 @@ import (
 
 // The operations of freqcap.lua, its ARGV[1].
 const (
-	opDecide = "d" // decide and record
-	opPeek   = "p" // decide, record nothing (Usage)
-	opRefund = "r" // give back recorded admissions
-	opReset  = "x" // forget every record of some sub-logs
+	opDecide    = "d" // decide and record
+	opDecideAll = "a" // decide; record only if the whole run is admitted
+	opPeek      = "p" // decide, record nothing (Usage)
+	opRefund    = "r" // give back recorded admissions
+	opReset     = "x" // forget every record of some sub-logs
 )
 
 // clockSkew starts the error freqcap.lua raises when now is outside the

@@ -17,6 +17,7 @@ func TestWireConstantsMatchLua(t *testing.T) {
 	shared := map[string]map[string]string{
 		"freqcap.lua": {
 			"OP_DECIDE":        opDecide,
+			"OP_DECIDE_ALL":    opDecideAll,
 			"OP_PEEK":          opPeek,
 			"OP_REFUND":        opRefund,
 			"OP_RESET":         opReset,

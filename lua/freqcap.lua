@@ -19,10 +19,13 @@
 --          time later than any the sub-log has held (entries, tombs,
 --          floor), so an admission id names one admission, ever.
 --
--- ARGV[1]  op: OP_DECIDE decide and record, OP_PEEK decide and record
---          nothing, OP_REFUND refund, OP_RESET reset (values below; the Go
---          side names them alike, and a test holds the two equal).
--- OP_DECIDE, OP_PEEK:
+-- ARGV[1]  op: OP_DECIDE decide and record, OP_DECIDE_ALL decide and
+--          record only if every decision of the run is admitted (the
+--          entries of one batch send under "all or nothing"), OP_PEEK
+--          decide and record nothing, OP_REFUND refund, OP_RESET reset
+--          (values below; the Go side names them alike, and a test holds
+--          the two equal).
+-- OP_DECIDE, OP_DECIDE_ALL, OP_PEEK:
 --          numbers come packed (struct, little-endian), because tonumber
 --          on strings costs more than the rest of a decision.
 --          ARGV[2] the rule specs: "<B" count S, then per spec "<I6I6B"
@@ -41,15 +44,18 @@
 --          section: key index, sub-log id.
 --
 -- Reply:
---   OP_DECIDE, OP_PEEK:
+--   OP_DECIDE, OP_DECIDE_ALL, OP_PEEK:
 --          per decision: now, admitted 1|0, the record time of each
 --          section (0 when nothing was recorded), then per rule: used,
---          reset ms, retry ms (0 when the rule admits).
+--          reset ms, retry ms (0 when the rule admits). Under
+--          OP_DECIDE_ALL with a denial, each decision is answered as it
+--          was decided in turn (the ones before it counted), but nothing
+--          is written: its record times name nothing.
 --   OP_REFUND: the number of sections whose record was given back.
 --   OP_RESET: the number of sub-logs forgotten.
 -- Errors:  CLOCK_SKEW .. " ..." when now is outside a rule's period starts.
 
-local OP_DECIDE, OP_PEEK, OP_REFUND, OP_RESET = 'd', 'p', 'r', 'x'
+local OP_DECIDE, OP_DECIDE_ALL, OP_PEEK, OP_REFUND, OP_RESET = 'd', 'a', 'p', 'r', 'x'
 local CLOCK_SKEW = 'CLOCKSKEW'
 local KEY_SLACK = 60000 -- ms a key outlives its last record's retention
 local WIDE_RETENTION_S = 4294967 -- retention (s) above which gaps take 6 bytes
@@ -386,8 +392,9 @@ end
 
 local op = ARGV[1]
 
-if op == OP_DECIDE or op == OP_PEEK then
-  local write = op == OP_DECIDE
+if op == OP_DECIDE or op == OP_DECIDE_ALL or op == OP_PEEK then
+  local write = op ~= OP_PEEK
+  local allAdmitted = true
   -- Rule specs, unpacked once per run.
   local sp = ARGV[2]
   local nspec, pos = sunpack('<B', sp, 1)
@@ -445,6 +452,7 @@ if op == OP_DECIDE or op == OP_PEEK then
       end
     end
     reply[base + 1], reply[base + 2] = now, admitted and 1 or 0
+    if not admitted then allAdmitted = false end
     local at = base + 2 + nsec
     for si = 1, nsec do
       local sec = secs[si]
@@ -476,6 +484,7 @@ if op == OP_DECIDE or op == OP_PEEK then
       reply[base + 2 + si] = t
     end
   end
+  if op == OP_DECIDE_ALL and not allAdmitted then return reply end
   for _, ki in ipairs(order) do writeBack(ki, touched[ki]) end
   return reply
 end

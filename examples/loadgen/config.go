@@ -7,7 +7,8 @@ import (
 
 // This file is the two Caddy configurations compared: A, reverse_proxy to
 // a mock upstream in the same Caddy; B, the same behind frequency_cap with
-// the seed config.
+// the seed config: over {json.to}, or, with -batch, over every recipient
+// of an Expo batch ({json.*.to}, batch drop).
 
 // sendPath is where the load posts its push bodies.
 const sendPath = "/v1/send"
@@ -28,19 +29,22 @@ func config(capped bool, store, redisAddr string, port, upstream, admin int) str
 	fmt.Fprintf(&b, ":%d {\n", port)
 	if capped {
 		fmt.Fprintf(&b, "\tfrequency_cap %s* {\n\t\tname push\n", sendPath)
-		recipient := "{json.to}"
+		recipient, content := "{json.to}", "{json.content}"
+		if batchSize > 0 {
+			recipient, content = "{json.*.to}", "{json.*.body}"
+			fmt.Fprintf(&b, "\t\tbatch drop\n\t\tmax_batch %d\n", batchSize)
+		}
 		switch store {
 		case "redis":
 			fmt.Fprintf(&b, "\t\tredis redis://%s/0\n", redisAddr)
 		case "skip":
 			// A field no body has: every rule is skipped, and B reads and
 			// checks the body but decides nothing.
-			recipient = "{json.no_such_field}"
+			recipient = strings.Replace(recipient, "to}", "no_such_field}", 1)
 			b.WriteString("\t\ton_missing skip\n")
 		}
-		fmt.Fprintf(&b, "\t\tdimension recipient %s\n", recipient)
-		b.WriteString(`		dimension content {json.content}
-		rule recipient_minute {
+		fmt.Fprintf(&b, "\t\tdimension recipient %s\n\t\tdimension content %s\n", recipient, content)
+		b.WriteString(`		rule recipient_minute {
 			by recipient
 			limit 15
 			window 1m

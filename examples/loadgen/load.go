@@ -29,11 +29,29 @@ type bodySource struct {
 // defaultContents is how many contents a recipient's bodies rotate through.
 const defaultContents = 50
 
+// batchSize, when above 0, makes every body an Expo batch of that many
+// messages (-batch), each as a single body would be.
+var batchSize int
+
 func (b *bodySource) body() []byte {
-	i := b.next.Add(1)
-	h := i * 0x9E3779B97F4A7C15
-	r := (h >> 16) % uint64(b.recipients)
-	return fmt.Appendf(nil, `{"to":"user-%d","content":"content-%d-%d","title":"Your order has shipped","amount":1}`, r, r%97, (h>>8)%uint64(b.contents))
+	if batchSize == 0 {
+		i := b.next.Add(1)
+		h := i * 0x9E3779B97F4A7C15
+		r := (h >> 16) % uint64(b.recipients)
+		return fmt.Appendf(nil, `{"to":"user-%d","content":"content-%d-%d","title":"Your order has shipped","amount":1}`, r, r%97, (h>>8)%uint64(b.contents))
+	}
+	out := make([]byte, 0, batchSize*96)
+	out = append(out, '[')
+	for k := range batchSize {
+		i := b.next.Add(1)
+		h := i * 0x9E3779B97F4A7C15
+		r := (h >> 16) % uint64(b.recipients)
+		if k > 0 {
+			out = append(out, ',')
+		}
+		out = fmt.Appendf(out, `{"to":"ExponentPushToken[user-%d]","body":"content-%d-%d","title":"Your order has shipped"}`, r, r%97, (h>>8)%uint64(b.contents))
+	}
+	return append(out, ']')
 }
 
 // sliceResult is what one load slice measured.

@@ -45,6 +45,10 @@
 // generator's core, and its CPU then does not limit B: the CPU ratio
 // overstates what B loses).
 //
+// With -batch N every request is an Expo batch of N messages and B caps
+// each of its recipients ({json.*.to}, batch drop): B's CPU a request less
+// A's, divided by N, is what the handler costs an entry.
+//
 //	go build -o /tmp/freqcap-caddy ./cmd/caddy
 //	go build -o /tmp/loadgen ./examples/loadgen
 //	taskset -c 1 /tmp/loadgen -caddy /tmp/freqcap-caddy   # Caddy on core 0
@@ -68,6 +72,7 @@ func main() {
 	concurrency := flag.Int("concurrency", 64, "connections for the maximum-throughput slices")
 	recipients := flag.Int("recipients", 100_000, "distinct recipients in the bodies")
 	contents := flag.Int("contents", defaultContents, "distinct contents a recipient's bodies rotate through. Each is capped at 5 in 59 minutes, and every 429 spares B the upstream, so keep 429s rare")
+	flag.IntVar(&batchSize, "batch", 0, "send Expo batches of this many messages, capped per recipient ({json.*.to}, batch drop); 0: one message a request")
 	flag.StringVar(&caddyPin, "caddy-core", "0", "CPU list to pin Caddy to with taskset; empty: no pinning. Run loadgen itself on another core.")
 	loadShare := flag.Float64("latency-load", 0.5, "share of the maximum throughput to measure latency at")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write each Caddy's CPU profile over the maximum-throughput slices to <this>.<store>-<A|B>, and over the latency slices to <this>.<store>-<A|B>-latency")
@@ -86,6 +91,8 @@ func main() {
 		log.Fatalf("-recipients %d: at least 1", *recipients)
 	case *contents < 1:
 		log.Fatalf("-contents %d: at least 1", *contents)
+	case batchSize < 0 || batchSize > 65535:
+		log.Fatalf("-batch %d: from 0 to 65535", batchSize)
 	case *rounds < 1 || *latencyRounds < 0 || *slice <= 0:
 		log.Fatalf("-runs %d, -latency-runs %d, -slice %v: at least one round of a slice longer than 0", *rounds, *latencyRounds, *slice)
 	}
@@ -93,6 +100,9 @@ func main() {
 		*latencyRounds = *rounds
 	}
 	bodies := &bodySource{recipients: *recipients, contents: *contents}
+	if batchSize > 0 {
+		fmt.Printf("Each request is an Expo batch of %d messages: divide a request's CPU by %[1]d for an entry's.\n\n", batchSize)
+	}
 	share := fmt.Sprintf("%.0f %%", *loadShare*100)
 	aName, bName := "A: reverse_proxy", "B: + frequency_cap"
 	if *baseline != "" {

@@ -1,0 +1,140 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// batchOf builds a batch of n entries of the seed config for who, entry i
+// with the content content(i).
+func batchOf(now time.Time, who string, n int, content func(i int) string) []Request {
+	rules := seedRules()
+	reqs := make([]Request, n)
+	for i := range reqs {
+		reqs[i] = *req(now, vals{"recipient": who, "content": content(i)}, rules...)
+	}
+	return reqs
+}
+
+func mustBatch(t *testing.T, s Store, reqs []Request, mode BatchMode) []*Decision {
+	t.Helper()
+	ds, err := s.DecideBatch(context.Background(), reqs, mode)
+	if err != nil {
+		t.Fatalf("decide batch: %v", err)
+	}
+	if len(ds) != len(reqs) {
+		t.Fatalf("%d decisions for %d entries", len(ds), len(reqs))
+	}
+	return ds
+}
+
+// The seed config over one batch of 20 messages for one recipient, each with
+// its own content: under BatchEach the first 15 are admitted and recorded,
+// each with its own refundable id, and the last 5 are denied by
+// recipient_minute; under BatchAll the same 5 are denied and nothing at all
+// is recorded, so a single send afterwards finds the full quota.
+func TestBatchSeedConfig(t *testing.T) {
+	t0 := mustParse(t, "2026-03-01T10:00:00Z")
+	distinct := func(i int) string { return fmt.Sprint("msg", i) }
+	storeKinds(t, func(t *testing.T, newStore func(func() time.Time) Store) {
+		clock := &fixedClock{t: t0.Add(time.Second)} // refunds run on the store's clock
+		s := newStore(clock.now)
+		ds := mustBatch(t, s, batchOf(t0, "each", 20, distinct), BatchEach)
+		ids := map[string]bool{}
+		for i, d := range ds {
+			if d.Allowed != (i < 15) {
+				t.Fatalf("BatchEach entry %d: allowed=%v", i, d.Allowed)
+			}
+			if d.Allowed {
+				if !d.Recorded() || ids[d.ID()] {
+					t.Fatalf("entry %d: id %q recorded=%v, seen before %v", i, d.ID(), d.Recorded(), ids[d.ID()])
+				}
+				ids[d.ID()] = true
+				if got := d.Results[0].Used; got != int64(i+1) {
+					t.Fatalf("entry %d: recipient_minute used %d; want %d (the entries before it count)", i, got, i+1)
+				}
+				continue
+			}
+			if d.Recorded() || d.Denier != 0 || d.Results[0].Rule.Name != "recipient_minute" || d.RetryAfter != time.Minute {
+				t.Fatalf("entry %d: denier %d retry %s recorded %v; want recipient_minute, 1m, nothing", i, d.Denier, d.RetryAfter, d.Recorded())
+			}
+		}
+		if u := mustUsage(t, s, req(t0.Add(time.Second), vals{"recipient": "each", "content": "x"}, seedRules()...)); u.Results[0].Used != 15 {
+			t.Fatalf("after BatchEach: %d used; want 15", u.Results[0].Used)
+		}
+		// Each admitted entry refunds on its own.
+		for id := range ids {
+			if ok, err := s.Refund(context.Background(), id); !ok || err != nil {
+				t.Fatalf("refund of an admitted entry: %v %v", ok, err)
+			}
+		}
+		if u := mustUsage(t, s, req(t0.Add(time.Second), vals{"recipient": "each", "content": "x"}, seedRules()...)); u.Results[0].Used != 0 {
+			t.Fatalf("after the refunds: %d used; want 0", u.Results[0].Used)
+		}
+
+		ds = mustBatch(t, s, batchOf(t0, "all", 20, distinct), BatchAll)
+		for i, d := range ds {
+			if d.Allowed != (i < 15) || d.Recorded() {
+				t.Fatalf("BatchAll entry %d: allowed=%v recorded=%v; want allowed=%v, nothing recorded", i, d.Allowed, d.Recorded(), i < 15)
+			}
+		}
+		d := mustDecide(t, s, req(t0.Add(time.Second), vals{"recipient": "all", "content": "x"}, seedRules()...))
+		if !d.Allowed || d.Results[0].Used != 1 || d.Results[1].Used != 1 {
+			t.Fatalf("a send after a rejected batch: %s; want admitted with used 1", describe(d))
+		}
+		// A BatchAll whose entries all pass records them all.
+		ds = mustBatch(t, s, batchOf(t0, "all-ok", 3, distinct), BatchAll)
+		for i, d := range ds {
+			if !d.Allowed || !d.Recorded() {
+				t.Fatalf("BatchAll entry %d of an admitted batch: allowed=%v recorded=%v", i, d.Allowed, d.Recorded())
+			}
+		}
+		if u := mustUsage(t, s, req(t0.Add(time.Second), vals{"recipient": "all-ok", "content": "x"}, seedRules()...)); u.Results[0].Used != 3 {
+			t.Fatalf("after an admitted BatchAll: %d used; want 3", u.Results[0].Used)
+		}
+	})
+}
+
+// Duplicates within a batch count one after another: the third copy of a
+// content for one recipient is denied by same_content_59s as a third
+// request would be, while other recipients of the batch are untouched.
+func TestBatchDuplicates(t *testing.T) {
+	t0 := mustParse(t, "2026-03-01T10:00:00Z")
+	storeKinds(t, func(t *testing.T, newStore func(func() time.Time) Store) {
+		s := newStore(nil)
+		rules := seedRules()
+		var reqs []Request
+		for _, who := range []string{"ann", "bob", "ann", "ann", "bob"} {
+			reqs = append(reqs, *req(t0, vals{"recipient": who, "content": "same"}, rules...))
+		}
+		ds := mustBatch(t, s, reqs, BatchEach)
+		want := []bool{true, true, true, false, true}
+		for i, d := range ds {
+			if d.Allowed != want[i] {
+				t.Fatalf("entry %d: %s; want allowed=%v", i, describe(d), want[i])
+			}
+		}
+		if name := ds[3].Results[ds[3].Denier].Rule.Name; name != "same_content_59s" {
+			t.Fatalf("the third copy was denied by %s", name)
+		}
+	})
+}
+
+// An empty batch decides nothing; a batch in an unknown mode or past
+// MaxBatch is refused before any store is touched.
+func TestBatchBounds(t *testing.T) {
+	storeKinds(t, func(t *testing.T, newStore func(func() time.Time) Store) {
+		s := newStore(nil)
+		if ds, err := s.DecideBatch(context.Background(), nil, BatchAll); err != nil || len(ds) != 0 {
+			t.Fatalf("empty batch: %v %v", ds, err)
+		}
+		if _, err := s.DecideBatch(context.Background(), make([]Request, 1), BatchMode(7)); err == nil {
+			t.Fatal("an unknown mode was accepted")
+		}
+		if _, err := s.DecideBatch(context.Background(), make([]Request, MaxBatch+1), BatchEach); err == nil {
+			t.Fatal("a batch past MaxBatch was accepted")
+		}
+	})
+}
