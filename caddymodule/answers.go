@@ -72,6 +72,13 @@ type violated struct {
 
 // writeDenial answers a denied request: the quota headers are already set.
 func writeDenial(w http.ResponseWriter, status int, req *limiter.Request, d *limiter.Decision) error {
+	p := newProblem(status, req, d)
+	w.Header().Set("Retry-After", strconv.FormatInt(p.RetryAfter, 10))
+	return writeJSON(w, status, "application/problem+json", p)
+}
+
+// newProblem is the body of a denial of req by d.
+func newProblem(status int, req *limiter.Request, d *limiter.Decision) problem {
 	den := d.Results[d.Denier]
 	retry := retryAfter(d.RetryAfter)
 	p := problem{
@@ -101,8 +108,7 @@ func writeDenial(w http.ResponseWriter, status int, req *limiter.Request, d *lim
 			RetryAfter: retryAfter(res.RetryAfter),
 		})
 	}
-	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
-	return writeJSON(w, status, "application/problem+json", p)
+	return p
 }
 
 // windowOf names a check's window as configured, with the zone the request

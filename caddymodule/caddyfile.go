@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
@@ -71,6 +73,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    status_code <code>
 //	    log_values
 //	    dimension   <name> <placeholder>
+//	    batch       reject|drop
+//	    max_batch   <n>
+//	    splice      expo
 //	    rule <name> {
 //	        by       <dimension>...
 //	        limit    <n>|<placeholder> [<fallback-n>]
@@ -100,6 +105,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	// Rules may name dimensions declared further down; an unknown one is
 	// reported at its by line once the whole block is read.
 	var unknown []pendingDim
+	// What depends on the whole block (which dimension is the batch
+	// dimension, whether splice has batch drop) is checked at its end and
+	// reported at the line concerned: at holds a copy of the dispenser
+	// at those lines.
+	at := batchLines{dims: map[string]caddyfile.Dispenser{}}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
 		if sub != "dimension" && sub != "rule" {
@@ -123,6 +133,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "on_error":
 			err = h.unmarshalOnError(d)
 		case "exempt":
+			at.exempt = *d
 			args := d.RemainingArgs()
 			if len(args) < 2 {
 				return d.Errf("exempt needs a placeholder and at least one value")
@@ -144,8 +155,24 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "status_code":
 			err = h.unmarshalStatusCode(d)
 		case "dimension":
-			err = h.unmarshalDimension(d)
+			line := *d
+			if err = h.unmarshalDimension(d); err == nil && line.NextArg() {
+				at.dims[line.Val()] = line // at the dimension's name
+			}
+		case "batch":
+			at.batch = *d
+			h.Batch, err = oneOf(d, BatchReject, BatchDrop)
+		case "max_batch":
+			at.maxBatch = *d
+			h.MaxBatch, err = intArg(d, "max_batch", 1)
+			if err == nil && h.MaxBatch > limiter.MaxBatch {
+				err = d.Errf("max_batch %d is more than %d", h.MaxBatch, limiter.MaxBatch)
+			}
+		case "splice":
+			at.splice = *d
+			h.Splice, err = oneOf(d, SpliceExpo)
 		case "rule":
+			at.rules = append(at.rules, *d)
 			var u []pendingDim
 			u, err = h.unmarshalRule(d)
 			unknown = append(unknown, u...)
@@ -164,7 +191,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if len(h.Rules) == 0 {
 		return d.Err("frequency_cap needs at least one rule")
 	}
-	return nil
+	return h.checkBatchLines(&at)
 }
 
 // pendingDim is a dimension a rule names that was not declared (yet), with
@@ -334,6 +361,9 @@ func (h *Handler) unmarshalDimension(d *caddyfile.Dispenser) error {
 	}
 	if _, dup := h.Dimensions[name]; dup {
 		return d.Errf("dimension %s already declared", name)
+	}
+	if _, err := wildcardPath(expr); err != nil {
+		return d.Errf("dimension %s: %v", name, err)
 	}
 	if h.Dimensions == nil {
 		h.Dimensions = make(map[string]string)
@@ -611,4 +641,89 @@ func durationArg(d *caddyfile.Dispenser, what string) (caddy.Duration, error) {
 		return 0, d.Errf("%s %q must not be negative", what, s)
 	}
 	return caddy.Duration(dur), nil
+}
+
+// batchLines holds copies of the dispenser at the lines that the batch
+// checks at the block's end report at; a zero Dispenser is a line not
+// written.
+type batchLines struct {
+	dims                            map[string]caddyfile.Dispenser
+	rules                           []caddyfile.Dispenser // in the order of h.Rules
+	batch, splice, maxBatch, exempt caddyfile.Dispenser
+}
+
+// checkBatchLines finds the batch dimension as compileBatch does (the
+// first wildcard dimension in the order the rules name dimensions) and
+// reports, at its line, a wildcard dimension that does not follow it, a
+// wildcard cost, limit or zone that does not (at its rule's line) or an
+// exempt one, and batch, max_batch or splice lines that cannot apply: a
+// config the Caddyfile accepts must not fail at load with an error that
+// names no line.
+func (h *Handler) checkBatchLines(at *batchLines) error {
+	var batch *jsonbatch.Path
+	seen := map[string]bool{}
+	for _, rc := range h.Rules {
+		for _, name := range rc.By {
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			p, _ := wildcardPath(h.Dimensions[name]) // checked at its line
+			line := at.dims[name]
+			switch {
+			case p == nil:
+			case batch == nil:
+				batch = p
+				if _, err := jsonbatch.SFStringList([]string{p.String()}); err != nil {
+					return line.Errf("dimension %s: %v", name, err)
+				}
+			default:
+				if err := batch.CheckDimension(p); err != nil {
+					return line.Errf("dimension %s: %v", name, err)
+				}
+			}
+		}
+	}
+	// A cost, limit, zone or exempt placeholder with a wildcard must
+	// follow the batch dimension too (see compileBatch).
+	check := func(line *caddyfile.Dispenser, what, expr string) error {
+		p, err := wildcardPath(expr)
+		switch {
+		case err != nil:
+		case p == nil:
+			return nil
+		case batch == nil:
+			err = fmt.Errorf("%q has a wildcard path, but no dimension is a batch dimension (a {json.*} path with a * segment)", expr)
+		default:
+			err = batch.CheckDimension(p)
+		}
+		if err != nil {
+			return line.Errf("%s: %v", what, err)
+		}
+		return nil
+	}
+	for i := range h.Rules {
+		rc := &h.Rules[i]
+		for _, e := range [...][2]string{{"cost", rc.Cost}, {"limit", rc.LimitPlaceholder}, {"zone", rc.Zone}} {
+			if err := check(&at.rules[i], "rule "+rc.Name+": "+e[0], e[1]); err != nil {
+				return err
+			}
+		}
+	}
+	if h.Exempt != nil {
+		if err := check(&at.exempt, "exempt", h.Exempt.Placeholder); err != nil {
+			return err
+		}
+	}
+	switch {
+	case batch == nil && h.Batch != "":
+		return at.batch.Errf("batch needs a batch dimension (a {json.*} path with a * segment, such as {json.*.to})")
+	case batch == nil && h.Splice != "":
+		return at.splice.Errf("splice needs a batch dimension (a {json.*} path with a * segment, such as {json.*.to})")
+	case batch == nil && h.MaxBatch != 0:
+		return at.maxBatch.Errf("max_batch needs a batch dimension (a {json.*} path with a * segment, such as {json.*.to})")
+	case h.Splice != "" && h.Batch != BatchDrop:
+		return at.splice.Errf("splice %s needs batch drop (only dropped recipients are spliced back)", h.Splice)
+	}
+	return nil
 }

@@ -112,7 +112,7 @@ func (h *Handler) compile() error {
 		}
 		h.needs |= needsOf(e.Placeholder)
 	}
-	return nil
+	return h.compileBatch()
 }
 
 // compileRule checks one rule's own fields: limiter.Rule.Validate checks

@@ -25,6 +25,15 @@ const (
 	OnMissingSkip   = "skip"
 )
 
+// The values of Handler.Batch and Handler.Splice, and the default of
+// Handler.MaxBatch (see batch_config.go).
+const (
+	BatchReject     = "reject"
+	BatchDrop       = "drop"
+	SpliceExpo      = "expo"
+	DefaultMaxBatch = 1000
+)
+
 // RuleConfig is one cap: at most Limit units per window for each distinct
 // tuple of the values of the dimensions By.
 type RuleConfig struct {

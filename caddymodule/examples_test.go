@@ -28,6 +28,9 @@ var exampleTests = map[string]func(t *testing.T, path string){
 	"coin-budget":        testCoinBudget,
 	"recipient-timezone": testRecipientTimezone,
 	"sms-gateway":        testSMSGateway,
+	"expo-push":          testExpoPush,
+	"gorush-gateway":     testGorushGateway,
+	"sendgrid-mail":      testSendgridMail,
 }
 
 // TestExamples proves every example is formatted as caddy fmt would,
@@ -80,7 +83,7 @@ func TestExamples(t *testing.T) {
 // replaced by the tests' own (the example may set only default_bind
 // there), the gateway's :8080 moves to a free port, its upstream
 // 127.0.0.1:9000 becomes up, and the mock upstream site moves off :9000.
-func startExample(t *testing.T, path string, up *upstream) *gateway {
+func startExample(t *testing.T, path string, up interface{ addr() string }) *gateway {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {

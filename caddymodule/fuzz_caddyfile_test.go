@@ -37,6 +37,8 @@ func FuzzCaddyfile(f *testing.F) {
 	f.Add("frequency_cap {\n\tdimension r \" \"\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1s\n\t}\n}")
 	f.Add("frequency_cap {\n\trule x {\n\t\tby r\n\t}\n\tdimension r {json.to}\n}")
 	f.Add("frequency_cap")
+	f.Add("frequency_cap {\n\tbatch drop\n\tsplice expo\n\tmax_batch 10\n\texempt {json.*.p} otp\n\tdimension r {json.*.to}\n\tdimension c {json.*.body}\n\trule x {\n\t\tby r c\n\t\tlimit 1\n\t\twindow 1s\n\t\tcost {json.*.n}\n\t}\n}")
+	f.Add("frequency_cap {\n\tdimension r {json.n.*.t.*}\n\tdimension c {json.n.*.m}\n\trule x {\n\t\tby c r\n\t\tlimit 1\n\t\tcalendar day {json.n.*.tz}\n\t}\n}")
 
 	f.Fuzz(func(t *testing.T, text string) {
 		if strings.Contains(text, "import") {

@@ -112,16 +112,41 @@ type Handler struct {
 	// that gives a request's value: any Caddy placeholder, plus
 	// {json.<path>} (a field of a JSON body; dotted path, array indices:
 	// {json.message.to.0}) and {form.<field>} (a field of a
-	// application/x-www-form-urlencoded body). Names are a letter or '_',
-	// then letters, digits, '_', '.', '-'.
+	// application/x-www-form-urlencoded body). A {json.<path>} with "*"
+	// segments ({json.*.to}) names every recipient of a batch send: the
+	// first such dimension in the order the rules name dimensions is the
+	// batch dimension (see Batch). Names are a letter or '_', then
+	// letters, digits, '_', '.', '-'.
 	Dimensions map[string]string `json:"dimensions,omitempty"`
 
 	// Rules are the caps. A request passes only if every rule admits it;
 	// then every rule counts it, atomically.
 	Rules []RuleConfig `json:"rules,omitempty"`
 
+	// Batch says what happens to a batch send (a body with many
+	// recipients, named by a dimension whose {json.*} path holds a "*"
+	// segment; see docs/configuration.md, Batches) when some of its
+	// recipient entries are denied: "reject" answers 429 listing them and
+	// records nothing for any entry; "drop" removes them from the body
+	// before it is passed on and names them in the Frequency-Cap-Dropped
+	// response header (a batch whose every entry is denied is answered as
+	// under reject). Only with a wildcard dimension. Default "reject".
+	Batch string `json:"batch,omitempty"`
+
+	// MaxBatch is the most recipient entries a batch may hold (1 to
+	// 65535); a body with more is answered 413. Only with a wildcard
+	// dimension. Default 1000.
+	MaxBatch int `json:"max_batch,omitempty"`
+
+	// Splice makes a positional answer whole again after batch drop
+	// removed recipients: "expo" puts an Expo MessageRateExceeded ticket
+	// at each dropped recipient's place in the upstream's "data" array.
+	// Only with batch drop. Default "": the answer is passed on as it is.
+	Splice string `json:"splice,omitempty"`
+
 	dims     []dimension
 	rules    []compiledRule
+	batch    *batchConfig // nil unless a dimension has a wildcard path
 	needs    int
 	exempt   map[string]bool // Exempt.Values
 	refundOn []statusMatch
@@ -265,6 +290,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return fail.write(w)
 		}
 		repl.Map(b.provide)
+		if h.batch != nil {
+			return h.serveBatch(w, r, next, repl, b)
+		}
 	}
 
 	req, quiet, fail := h.request(repl)

@@ -169,7 +169,9 @@ func (g *gateway) reloadSame() {
 // and returns once the gateway's port serves that generation.
 func (g *gateway) apply(revalidate bool) {
 	g.t.Helper()
-	gen := strconv.FormatInt(generation.Add(1), 10)
+	// Not a bare number: respond takes a lone three-digit argument for a
+	// status code, so generations 100 to 999 answered an empty body.
+	gen := "gen-" + strconv.FormatInt(generation.Add(1), 10)
 	servers := ""
 	if g.servers != "" {
 		servers = "\tservers {\n\t\t" + g.servers + "\n\t}\n"

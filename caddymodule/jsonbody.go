@@ -3,11 +3,10 @@ package caddymodule
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 )
 
 // A JSON body is validated once and then read in place: each {json.<path>}
@@ -18,29 +17,14 @@ import (
 
 // parseJSON checks that raw is exactly one JSON value and returns it for
 // lookupJSON. It refuses bodies on whose values two readers could
-// disagree: bytes that are not UTF-8 (RFC 8259 §8.1; decoding would turn
-// distinct ones into the same U+FFFD) and an object that names a member
-// twice (parsers differ on which one counts, so a sender could be counted
-// under one recipient and delivered to another).
+// disagree: bytes that are not UTF-8 and an object that names a member
+// twice. The rules are jsonbatch.Valid's, so that a body the placeholders
+// read is one the batch path reads the same way.
 func parseJSON(raw []byte) ([]byte, error) {
-	doc := bytes.Trim(raw, " \t\r\n") // JSON's whitespace, no more
-	switch {
-	case len(doc) == 0:
-		return nil, errors.New("empty body")
-	case !utf8.Valid(raw):
-		return nil, errors.New("not UTF-8")
-	case !json.Valid(raw):
-		var v any
-		err := json.Unmarshal(doc, &v) // only to say what is wrong
-		if err == nil {
-			err = errors.New("not one JSON value")
-		}
+	if err := jsonbatch.Valid(raw); err != nil {
 		return nil, err
 	}
-	if name, ok := repeatedName(doc); ok {
-		return nil, fmt.Errorf("an object names %q twice", name)
-	}
-	return doc, nil
+	return bytes.Trim(raw, " \t\r\n"), nil // JSON's whitespace, no more
 }
 
 // lookupJSON follows a dotted path (object keys and array indices) through
@@ -196,73 +180,4 @@ func skipValue(b []byte, i int) int {
 		j++
 	}
 	return j
-}
-
-// repeatedName returns a name that some object of raw, one valid JSON
-// value, gives to two members ("a" and "\u0061" are one name).
-func repeatedName(raw []byte) (string, bool) {
-	type level struct {
-		object bool
-		names  nameSet
-	}
-	var buf [8]level
-	stack, wantName := buf[:0], false
-	for i := 0; i < len(raw); i++ {
-		switch raw[i] {
-		case '{':
-			stack = append(stack, level{object: true})
-			wantName = true
-		case '[':
-			stack = append(stack, level{})
-		case '}', ']':
-			stack = stack[:len(stack)-1]
-		case ',':
-			wantName = stack[len(stack)-1].object
-		case '"':
-			j := skipString(raw, i)
-			if wantName {
-				wantName = false
-				name := raw[i+1 : j-1]
-				if bytes.IndexByte(name, '\\') >= 0 {
-					name = []byte(jsonString(raw[i:j]))
-				}
-				if !stack[len(stack)-1].names.add(name) {
-					return string(name), true
-				}
-			}
-			i = j - 1
-		}
-	}
-	return "", false
-}
-
-// nameSet holds the member names of one object.
-type nameSet struct {
-	list [][]byte
-	set  map[string]struct{} // instead of list, once there are many
-}
-
-// add adds name and reports whether it was new.
-func (s *nameSet) add(name []byte) bool {
-	if s.set == nil {
-		for _, n := range s.list {
-			if bytes.Equal(n, name) {
-				return false
-			}
-		}
-		if len(s.list) < 16 {
-			s.list = append(s.list, name)
-			return true
-		}
-		s.set = make(map[string]struct{}, 2*len(s.list))
-		for _, n := range s.list {
-			s.set[string(n)] = struct{}{}
-		}
-		s.list = nil
-	}
-	if _, dup := s.set[string(name)]; dup {
-		return false
-	}
-	s.set[string(name)] = struct{}{}
-	return true
 }

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
@@ -144,4 +145,55 @@ func (w *storeWarnings) write(n int64, op string, err error) {
 		zap.String("op", op),
 		zap.String("on_error", w.onError),
 		zap.Error(err))
+}
+
+// logBatchDenial logs a batch with denied entries in one line, at debug
+// (info under dry_run, where nothing else would show the denials): the
+// worst denial's rule and wait, and each denied entry's path and rule;
+// values only with log_values.
+func (h *Handler) logBatchDenial(b *jsonbatch.Batch, entries []batchEntry, ds []*limiter.Decision, denied []int) {
+	level, msg := zapcore.DebugLevel, "batch entries denied"
+	if h.DryRun {
+		level, msg = zapcore.InfoLevel, "dry run: would deny batch entries"
+	}
+	ce := h.logger.Check(level, msg)
+	if ce == nil {
+		return
+	}
+	worst := ds[worstDenied(ds)]
+	ce.Write(
+		zap.String("handler", h.Name),
+		zap.String("rule", worst.Results[worst.Denier].Rule.Name),
+		zap.Duration("retry_after", worst.RetryAfter),
+		zap.Int("entries", len(ds)),
+		zap.Array("denied", deniedLog{h: h, b: b, entries: entries, ds: ds, denied: denied}),
+	)
+}
+
+// deniedLog is a batch's denied entries, as a log array.
+type deniedLog struct {
+	h       *Handler
+	b       *jsonbatch.Batch
+	entries []batchEntry
+	ds      []*limiter.Decision
+	denied  []int
+}
+
+// MarshalLogArray implements zapcore.ArrayMarshaler.
+func (l deniedLog) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, i := range l.denied {
+		err := enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
+			d := l.ds[i]
+			o.AddString("path", l.b.EntryPath(i))
+			o.AddString("rule", d.Results[d.Denier].Rule.Name)
+			if l.h.LogValues {
+				return o.AddObject("values", checkValues(l.entries[i].req.Checks))
+			}
+			return nil
+		}))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

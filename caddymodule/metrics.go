@@ -27,7 +27,9 @@ import (
 // A shadow rule (dry_run in its block) that would deny counts as
 // dry_run_deny, whatever the live rules decided. A quiet rule counts only
 // while its range holds the request. Rules left out of a request
-// (on_missing skip) count nothing.
+// (on_missing skip) count nothing. Each recipient entry of a batch is a
+// decision of its own; the entries a refused batch admitted recorded
+// nothing and count nothing.
 const (
 	outcomeAllowed    = "allowed"
 	outcomeDenied     = "denied"
@@ -66,6 +68,10 @@ var metrics struct {
 	refunds       *prometheus.CounterVec
 	missing       *prometheus.CounterVec
 	byStore       *prometheus.CounterVec
+	// The batch series exist only for handlers with a batch dimension.
+	batchEntries   *prometheus.HistogramVec
+	batchDropped   *prometheus.CounterVec
+	spliceFailures *prometheus.CounterVec
 }
 
 func initMetrics() {
@@ -96,6 +102,19 @@ func initMetrics() {
 			Namespace: ns, Subsystem: sub, Name: "decisions_by_store_total",
 			Help: "Frequency cap decisions (once per request) by handler name and the store that made them (redis, memory, or local: on_error local while Redis fails).",
 		}, []string{"handler", "store"})
+		metrics.batchEntries = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub, Name: "batch_entries",
+			Help:    "Recipient entries per batch request (a body read through a wildcard dimension), by handler name.",
+			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000},
+		}, []string{"handler"})
+		metrics.batchDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "batch_dropped_total",
+			Help: "Denied recipient entries removed from batch requests that were passed on (batch drop), by handler name.",
+		}, []string{"handler"})
+		metrics.spliceFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "splice_failures_total",
+			Help: "Upstream answers to batches with dropped entries that splice could not rewrite (not 2xx, not JSON, no data array of the expected length) and were passed on unchanged, by handler name.",
+		}, []string{"handler"})
 	})
 }
 
@@ -106,7 +125,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{metrics.decisions, metrics.storeDuration, metrics.storeErrors, metrics.refunds, metrics.missing, metrics.byStore} {
+	for _, c := range []prometheus.Collector{metrics.decisions, metrics.storeDuration, metrics.storeErrors, metrics.refunds, metrics.missing, metrics.byStore, metrics.batchEntries, metrics.batchDropped, metrics.spliceFailures} {
 		if err := reg.Register(c); err != nil {
 			var dup prometheus.AlreadyRegisteredError
 			if !errors.As(err, &dup) {
@@ -128,6 +147,9 @@ type handlerMetrics struct {
 	// byStore counts the decisions of the handler's store, byLocal those of
 	// on_error local's store.
 	byStore, byLocal prometheus.Counter
+	// The batch series; nil without a batch dimension.
+	batchEntries                 prometheus.Observer
+	batchDropped, spliceFailures prometheus.Counter
 }
 
 type ruleMetrics struct {
@@ -185,6 +207,11 @@ func (h *Handler) provisionMetrics(ctx caddy.Context) error {
 	}
 	for _, d := range h.dims {
 		m.missing = append(m.missing, metrics.missing.WithLabelValues(h.Name, d.name))
+	}
+	if h.batch != nil {
+		m.batchEntries = metrics.batchEntries.WithLabelValues(h.Name)
+		m.batchDropped = metrics.batchDropped.WithLabelValues(h.Name)
+		m.spliceFailures = metrics.spliceFailures.WithLabelValues(h.Name)
 	}
 	h.metrics = m
 	return nil

@@ -58,6 +58,14 @@ func (h *Handler) decide(ctx context.Context, req *limiter.Request, quiet []quie
 	if d == nil {
 		d = &limiter.Decision{Allowed: true, Denier: -1, Now: time.Now()}
 	}
+	addQuiet(req, d, quiet)
+	return d, nil
+}
+
+// addQuiet appends the quiet rules' answers to d and their checks to req,
+// so that Results and Checks stay parallel; a quiet rule that is neither a
+// shadow nor waived by exempt denies.
+func addQuiet(req *limiter.Request, d *limiter.Decision, quiet []quietHit) {
 	for _, q := range quiet {
 		waived := q.check.Shadow || req.Exempt
 		req.Checks = append(req.Checks, q.check)
@@ -71,7 +79,6 @@ func (h *Handler) decide(ctx context.Context, req *limiter.Request, quiet []quie
 		}
 		d.Results = append(d.Results, res)
 	}
-	return d, nil
 }
 
 // noteStore counts which store made a decision, and notes a local one.

@@ -44,13 +44,25 @@ func repeatedName(raw []byte) (string, bool) {
 	}
 	var buf [8]level
 	stack, wantName := buf[:0], false
+	// push enters a container, reusing the names list a sibling left in
+	// its slot: a batch of a thousand messages is a thousand objects, and
+	// one list serves them all.
+	push := func(object bool) {
+		if len(stack) < cap(stack) {
+			stack = stack[:len(stack)+1]
+		} else {
+			stack = append(stack, level{})
+		}
+		l := &stack[len(stack)-1]
+		l.object, l.names.list, l.names.set = object, l.names.list[:0], nil
+	}
 	for i := 0; i < len(raw); i++ {
 		switch raw[i] {
 		case '{':
-			stack = append(stack, level{object: true})
+			push(true)
 			wantName = true
 		case '[':
-			stack = append(stack, level{})
+			push(false)
 		case '}', ']':
 			stack = stack[:len(stack)-1]
 		case ',':

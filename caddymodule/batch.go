@@ -1,0 +1,186 @@
+package caddymodule
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
+
+// serveBatch is ServeHTTP for a handler with a batch dimension, once the
+// body is read: every recipient entry is one decision over every rule,
+// all of them in one store call, and the batch is passed on whole,
+// passed on without its denied entries (batch drop), or refused.
+func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, body *body) error {
+	bc := h.batch
+	b, err := bc.path.Enumerate(body.json, bc.max)
+	if err != nil {
+		undecided(repl)
+		f := &failure{status: http.StatusBadRequest, reason: "reading the batch: " + err.Error(), dimension: h.dims[bc.dim].name}
+		if errors.Is(err, jsonbatch.ErrTooMany) {
+			f.status, f.reason = http.StatusRequestEntityTooLarge, fmt.Sprintf("the batch has more than max_batch (%d) entries", bc.max)
+		}
+		return f.write(w)
+	}
+	h.metrics.batchEntries.Observe(float64(len(b.Entries)))
+	if len(b.Missing) > 0 {
+		h.metrics.missing[bc.dim].Inc()
+		if h.OnMissing == OnMissingReject {
+			undecided(repl)
+			name := h.dims[bc.dim].name
+			return (&failure{status: http.StatusBadRequest, reason: "missing value for dimension " + name + " at " + b.Missing[0].Path, dimension: name}).write(w)
+		}
+	}
+	entries, fail := h.batchRequests(repl, b)
+	if fail != nil {
+		undecided(repl)
+		return fail.write(w)
+	}
+	if !anyApplies(entries) {
+		undecided(repl)
+		return next.ServeHTTP(w, r)
+	}
+
+	// Under dry_run nothing is refused, so each admitted entry is
+	// recorded as a single dry-run send would be: BatchEach.
+	mode := limiter.BatchAll
+	if bc.drop || h.DryRun {
+		mode = limiter.BatchEach
+	}
+	ds, err := h.decideBatch(r.Context(), entries, mode)
+	if err != nil {
+		for i := range entries {
+			h.metrics.countFailure(&entries[i].req)
+		}
+		h.warns.add(opDecide, err)
+		undecided(repl)
+		if h.OnError == OnErrorDeny {
+			return (&failure{status: http.StatusServiceUnavailable, reason: "frequency cap store unavailable"}).write(w)
+		}
+		return next.ServeHTTP(w, r)
+	}
+
+	var denied []int
+	for i, d := range ds {
+		if !d.Allowed {
+			denied = append(denied, i)
+		}
+	}
+	// A batch is refused under reject when any entry is denied, under
+	// drop when every entry is; never under dry_run.
+	refused := !h.DryRun && len(denied) > 0 && (!bc.drop || len(denied) == len(ds))
+	for i, d := range ds {
+		// The admitted entries of a refused batch recorded nothing, so
+		// they count nothing, as a rule that would have admitted a
+		// refused single send counts nothing.
+		if !refused || !d.Allowed {
+			h.metrics.countDecision(d, h.DryRun, entries[i].req.Exempt)
+		}
+		h.logShadows(&entries[i].req, d)
+	}
+	view := h.batchView(ds)
+	setBatchPlaceholders(repl, view, ds)
+	setQuotaHeaders(w.Header(), view)
+	if len(denied) > 0 {
+		h.logBatchDenial(b, entries, ds, denied)
+	}
+	if refused {
+		return h.writeBatchDenial(w, b, entries, ds, denied)
+	}
+
+	var ids []string
+	for _, d := range ds {
+		if d.Recorded() {
+			ids = append(ids, d.ID())
+		}
+	}
+	var capped []jsonbatch.Capped
+	if bc.drop && !h.DryRun && len(denied) > 0 {
+		rm, err := b.Remove(denied)
+		if err != nil {
+			// Not expected: the batch was read from this very body.
+			h.refundAll(r, ids)
+			return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("frequency_cap %s: dropping denied entries: %w", h.Name, err))
+		}
+		replaceBody(r, rm.Body)
+		if list, err := jsonbatch.SFStringList(rm.Dropped); err == nil && list != "" {
+			w.Header().Set("Frequency-Cap-Dropped", list)
+		}
+		h.metrics.batchDropped.Add(float64(len(denied)))
+		if bc.splice {
+			capped = make([]jsonbatch.Capped, len(denied))
+			for k, i := range denied {
+				d := ds[i]
+				capped[k] = jsonbatch.Capped{Position: i, Rule: d.Results[d.Denier].Rule.Name, RetryAfter: int(retryAfter(d.RetryAfter))}
+			}
+			// The answer is rewritten: ask for it uncompressed.
+			r.Header.Del("Accept-Encoding")
+		}
+	}
+	return h.passBatch(w, r, next, ids, capped, len(b.Entries))
+}
+
+// anyApplies reports whether some entry has a rule to decide.
+func anyApplies(entries []batchEntry) bool {
+	for i := range entries {
+		if len(entries[i].req.Checks) > 0 || len(entries[i].quiet) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// replaceBody makes body the request's body, with its length.
+func replaceBody(r *http.Request, body []byte) {
+	r.Body = replayBody{Reader: bytes.NewReader(body), Closer: r.Body}
+	r.ContentLength = int64(len(body))
+	r.TransferEncoding = nil
+	r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+}
+
+// passBatch passes an admitted batch on. It refunds every admitted entry
+// (ids) when the response status matches refund_on or there is none, and,
+// when capped is not empty (splice expo), splices the capped entries'
+// tickets into the answer.
+func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ids []string, capped []jsonbatch.Capped, total int) error {
+	if len(capped) == 0 && (len(h.refundOn) == 0 || len(ids) == 0) {
+		return next.ServeHTTP(w, r)
+	}
+	var status int
+	var err error
+	if len(capped) > 0 {
+		sw := &spliceWriter{ResponseWriter: w}
+		err = next.ServeHTTP(sw, r)
+		status = sw.status
+		// No answer at all (the upstream is unreachable) is Caddy's to
+		// give, and no failure to splice.
+		if !sw.finish(total, capped) && status != 0 {
+			h.metrics.spliceFailures.Inc()
+		}
+	} else {
+		rec := newStatusRecorder(w)
+		err = next.ServeHTTP(rec, r)
+		status = rec.status
+	}
+	if status == 0 && err == nil {
+		status = http.StatusOK
+	}
+	if len(h.refundOn) > 0 && (err != nil || matchesAny(h.refundOn, status)) {
+		h.refundAll(r, ids)
+	}
+	return err
+}
+
+// refundAll gives back every admission of a batch.
+func (h *Handler) refundAll(r *http.Request, ids []string) {
+	for _, id := range ids {
+		h.refund(r, id)
+	}
+}

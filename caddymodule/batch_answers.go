@@ -1,0 +1,107 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
+
+// batchProblem is the body of a refused batch: the problem of its worst
+// denied entry (the one that frees up last), as a single send's denial
+// reads, and every denied entry.
+type batchProblem struct {
+	problem
+	Denied []deniedEntry `json:"denied"`
+}
+
+// deniedEntry is one denied recipient entry of a batch.
+type deniedEntry struct {
+	// Path is the entry's concrete path in the body ("3.to",
+	// "notifications.0.tokens.2").
+	Path string `json:"path"`
+	// Value is the recipient, only with log_values (as in logs).
+	Value      string `json:"value,omitempty"`
+	Rule       string `json:"rule"`
+	RetryAfter int64  `json:"retry_after"`
+}
+
+// worstDenied is the index of the denied entry that frees up last, or -1.
+func worstDenied(ds []*limiter.Decision) int {
+	worst := -1
+	for i, d := range ds {
+		if !d.Allowed && (worst < 0 || d.RetryAfter > ds[worst].RetryAfter) {
+			worst = i
+		}
+	}
+	return worst
+}
+
+// writeBatchDenial answers a refused batch: the quota headers are set.
+func (h *Handler) writeBatchDenial(w http.ResponseWriter, b *jsonbatch.Batch, entries []batchEntry, ds []*limiter.Decision, denied []int) error {
+	worst := worstDenied(ds)
+	p := batchProblem{problem: newProblem(h.StatusCode, &entries[worst].req, ds[worst])}
+	p.Detail = fmt.Sprintf("%d of %d entries denied; %s", len(denied), len(ds), p.Detail)
+	p.Denied = make([]deniedEntry, 0, len(denied))
+	for _, i := range denied {
+		d := ds[i]
+		e := deniedEntry{Path: b.EntryPath(i), Rule: d.Results[d.Denier].Rule.Name, RetryAfter: retryAfter(d.RetryAfter)}
+		if h.LogValues {
+			e.Value = b.Entries[i].Text
+		}
+		p.Denied = append(p.Denied, e)
+	}
+	w.Header().Set("Retry-After", strconv.FormatInt(p.RetryAfter, 10))
+	return writeJSON(w, h.StatusCode, "application/problem+json", p)
+}
+
+// batchView combines a batch's decisions for the quota headers: for each
+// rule (in the order of the rules), the result of the entry with the
+// least left (of equals, the one that frees up last); it is denied when
+// any entry is, with the worst denied entry's wait.
+func (h *Handler) batchView(ds []*limiter.Decision) *limiter.Decision {
+	bc := h.batch
+	slots := make([]limiter.Result, len(h.rules))
+	have := make([]bool, len(h.rules))
+	for _, d := range ds {
+		for _, res := range d.Results {
+			k := bc.rulePos[res.Rule]
+			cur := &slots[k]
+			if !have[k] || res.Remaining < cur.Remaining || (res.Remaining == cur.Remaining && res.Reset > cur.Reset) {
+				*cur, have[k] = res, true
+			}
+		}
+	}
+	view := &limiter.Decision{Allowed: true, Denier: -1}
+	for k := range slots {
+		if have[k] {
+			view.Results = append(view.Results, slots[k])
+		}
+	}
+	if worst := worstDenied(ds); worst >= 0 {
+		view.Allowed, view.RetryAfter = false, ds[worst].RetryAfter
+	}
+	return view
+}
+
+// setBatchPlaceholders sets the placeholders of a decided batch: the
+// worst denied entry's rule and wait, and what the tightest rule has left
+// over every entry.
+func setBatchPlaceholders(repl *caddy.Replacer, view *limiter.Decision, ds []*limiter.Decision) {
+	rule, retry := "", int64(0)
+	if worst := worstDenied(ds); worst >= 0 {
+		d := ds[worst]
+		rule, retry = d.Results[d.Denier].Rule.Name, retryAfter(d.RetryAfter)
+	}
+	repl.Set("http.frequency_cap.rule", rule)
+	repl.Set("http.frequency_cap.retry_after", retry)
+	if len(view.Results) == 0 {
+		repl.Set("http.frequency_cap.remaining", nil)
+		return
+	}
+	repl.Set("http.frequency_cap.remaining", view.Results[tightest(view)].Remaining)
+}

@@ -1,0 +1,192 @@
+package caddymodule
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
+
+// batchConfig is what compileBatch makes of the wildcard paths. The
+// handler has one only when some dimension's {json.*} path holds a "*":
+// without it, no request goes near the batch path.
+type batchConfig struct {
+	// path is the batch dimension's: each value it names is a recipient
+	// entry. dim is its index in Handler.dims.
+	path *jsonbatch.Path
+	dim  int
+	// dims holds, by index of Handler.dims, the wildcard path of a
+	// dimension resolved per entry, or nil for one resolved once per
+	// request by the replacer (and for the batch dimension itself).
+	dims []*jsonbatch.Path
+	// costs, zones and limits hold, by index of Handler.rules, the
+	// wildcard path of that expression, or nil.
+	costs, zones, limits []*jsonbatch.Path
+	// exempt is the exempt placeholder's wildcard path, or nil.
+	exempt *jsonbatch.Path
+	// rulePos is each rule's index in Handler.rules, for the quota
+	// headers' combined view.
+	rulePos map[*limiter.Rule]int
+	drop    bool
+	splice  bool
+	max     int
+}
+
+// compileBatch finds the batch dimension and checks every other wildcard
+// expression against it. The batch dimension is the first dimension with
+// a wildcard in the order the rules name dimensions (rules in order, each
+// rule's by in order): a JSON config's dimensions are a map, whose order
+// is lost, while the rules are a list, so this order is the same in both
+// forms. Put the recipient first in the first rule's by.
+func (h *Handler) compileBatch() error {
+	var bc *batchConfig
+	paths := make([]*jsonbatch.Path, len(h.dims))
+	for i, d := range h.dims {
+		p, err := wildcardPath(d.expr)
+		if err != nil {
+			return fmt.Errorf("dimension %s: %w", d.name, err)
+		}
+		if p != nil && bc == nil {
+			bc = &batchConfig{path: p, dim: i}
+			continue
+		}
+		paths[i] = p
+	}
+	if bc == nil {
+		return h.checkNoBatch()
+	}
+	for i, p := range paths {
+		if p == nil {
+			continue
+		}
+		if err := bc.path.CheckDimension(p); err != nil {
+			return fmt.Errorf("dimension %s: %w", h.dims[i].name, err)
+		}
+	}
+	bc.dims = paths
+	// The dropped entries' paths go into a header as sf-strings; a
+	// concrete path adds only digits to the pattern.
+	if _, err := jsonbatch.SFStringList([]string{bc.path.String()}); err != nil {
+		return fmt.Errorf("dimension %s: %w", h.dims[bc.dim].name, err)
+	}
+
+	perEntry := func(what, expr string) (*jsonbatch.Path, error) {
+		p, err := wildcardPath(expr)
+		if err == nil && p != nil {
+			err = bc.path.CheckDimension(p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		return p, nil
+	}
+	n := len(h.rules)
+	bc.costs, bc.zones, bc.limits = make([]*jsonbatch.Path, n), make([]*jsonbatch.Path, n), make([]*jsonbatch.Path, n)
+	bc.rulePos = make(map[*limiter.Rule]int, n)
+	for i := range h.rules {
+		cr := &h.rules[i]
+		bc.rulePos[cr.rule] = i
+		var err error
+		if bc.costs[i], err = perEntry("rule "+cr.rule.Name+": cost", cr.costExpr); err != nil {
+			return err
+		}
+		if bc.zones[i], err = perEntry("rule "+cr.rule.Name+": zone", cr.zoneExpr); err != nil {
+			return err
+		}
+		if bc.limits[i], err = perEntry("rule "+cr.rule.Name+": limit", cr.limitExpr); err != nil {
+			return err
+		}
+	}
+	if h.Exempt != nil {
+		var err error
+		if bc.exempt, err = perEntry("exempt", h.Exempt.Placeholder); err != nil {
+			return err
+		}
+	}
+
+	if h.Batch == "" {
+		h.Batch = BatchReject
+	}
+	if h.MaxBatch == 0 {
+		h.MaxBatch = DefaultMaxBatch
+	}
+	switch {
+	case h.Batch != BatchReject && h.Batch != BatchDrop:
+		return fmt.Errorf("batch must be reject or drop, not %q", h.Batch)
+	case h.MaxBatch < 1 || h.MaxBatch > limiter.MaxBatch:
+		return fmt.Errorf("max_batch must be 1 to %d, not %d", limiter.MaxBatch, h.MaxBatch)
+	case h.Splice != "" && h.Splice != SpliceExpo:
+		return fmt.Errorf("splice must be expo, not %q", h.Splice)
+	case h.Splice != "" && h.Batch != BatchDrop:
+		return fmt.Errorf("splice %s needs batch drop (only dropped recipients are spliced back)", h.Splice)
+	}
+	bc.drop, bc.splice, bc.max = h.Batch == BatchDrop, h.Splice != "", h.MaxBatch
+	h.batch = bc
+	return nil
+}
+
+// checkNoBatch refuses the batch settings, and wildcards in costs, zones,
+// limits and exempt, on a handler without a batch dimension: they would
+// silently mean nothing.
+func (h *Handler) checkNoBatch() error {
+	if h.Batch != "" || h.MaxBatch != 0 || h.Splice != "" {
+		return fmt.Errorf("batch, max_batch and splice need a batch dimension (a {json.*} path with a * segment, such as {json.*.to})")
+	}
+	exprs := []string{}
+	if h.Exempt != nil {
+		exprs = append(exprs, h.Exempt.Placeholder)
+	}
+	for _, cr := range h.rules {
+		exprs = append(exprs, cr.costExpr, cr.zoneExpr, cr.limitExpr)
+	}
+	for _, e := range exprs {
+		if p, err := wildcardPath(e); err != nil || p != nil {
+			return fmt.Errorf("%q has a wildcard path, but no dimension is a batch dimension (a {json.*} path with a * segment)", e)
+		}
+	}
+	return nil
+}
+
+// wildcardPath returns the path of expr when it is a {json.<path>}
+// placeholder whose path has a "*" segment, nil when expr has no such
+// placeholder, and an error when one is mixed with other text (a batch's
+// values are read from the body per entry, not by the replacer, so the
+// placeholder must be the whole expression) or the path does not parse.
+func wildcardPath(expr string) (*jsonbatch.Path, error) {
+	const open = "{json."
+	for rest := expr; ; {
+		i := strings.Index(rest, open)
+		if i < 0 {
+			return nil, nil
+		}
+		rest = rest[i+len(open):]
+		end := strings.IndexByte(rest, '}')
+		if end < 0 {
+			return nil, nil
+		}
+		path := rest[:end]
+		if !hasWildcard(path) {
+			rest = rest[end:]
+			continue
+		}
+		if strings.TrimSpace(expr) != open+path+"}" {
+			return nil, fmt.Errorf("%q: a {json.*} path with a * segment must be the whole expression", expr)
+		}
+		p, err := jsonbatch.ParsePath(path)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", expr, err)
+		}
+		return p, nil
+	}
+}
+
+// hasWildcard reports whether a dotted path has a segment that is "*".
+func hasWildcard(path string) bool {
+	for seg := range strings.SplitSeq(path, ".") {
+		if seg == "*" {
+			return true
+		}
+	}
+	return false
+}

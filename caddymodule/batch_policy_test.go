@@ -1,0 +1,67 @@
+package caddymodule_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+)
+
+// TestBatchPolicy proves that quiet rules, exempt and cost apply per
+// entry, each read at the entry's own message ({json.*.tz},
+// {json.*.priority}, {json.*.n}): under drop, a recipient in its quiet
+// range is dropped, an exempt one in the same range passes, and the
+// others are counted at their own cost; under reject, the same batch is
+// refused naming the quiet rule, and nothing is recorded.
+func TestBatchPolicy(t *testing.T) {
+	up := startUpstream(t)
+	span, _ := quietAround(t, "Asia/Tokyo")
+	site := func(name, mode string) string {
+		return fmt.Sprintf(`
+	frequency_cap /push/send* {
+		name %s
+		key_prefix %s
+		batch %s
+		exempt {json.*.priority} otp
+		dimension recipient {json.*.to}
+		rule night {
+			quiet %s {json.*.tz} UTC
+			by    recipient
+		}
+		rule hour {
+			by     recipient
+			limit  10
+			window 1h
+			cost   {json.*.n}
+		}
+	}
+	reverse_proxy %s`, name, testPrefix(), mode, span, up.addr())
+	}
+	body := `[{"to":"a","tz":"Asia/Tokyo","n":1},{"to":"b","n":3},{"to":"c","tz":"Asia/Tokyo","priority":"otp","n":2}]`
+
+	name := batchName()
+	g := startGateway(t, site(name, "drop"))
+	a := g.post("/push/send", "application/json", body)
+	expectStatus(t, a, http.StatusOK)
+	if d := dropped(t, a); !slices.Equal(d, []string{"0.to"}) {
+		t.Errorf("dropped %v, want [0.to]", d)
+	}
+	for r, used := range map[string]int64{"a": 0, "b": 3, "c": 2} {
+		if u := usageOf(t, name, "recipient="+r)["hour"]; u.Used != used {
+			t.Errorf("%s: hour used %d, want %d", r, u.Used, used)
+		}
+	}
+
+	name = batchName()
+	g.load(site(name, "reject"))
+	r := g.post("/push/send", "application/json", body)
+	expectStatus(t, r, http.StatusTooManyRequests)
+	if p := r.batchDenial(t); p.Rule != "night" || len(p.Denied) != 1 || p.Denied[0].Path != "0.to" {
+		t.Errorf("denial %s", r.body)
+	}
+	for _, who := range []string{"b", "c"} {
+		if u := usageOf(t, name, "recipient="+who)["hour"]; u.Used != 0 {
+			t.Errorf("%s: hour used %d after a refused batch", who, u.Used)
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
+
+// batchEntry is one recipient entry's request, made as Handler.request
+// makes a single send's, with the quiet rules that hold it.
+type batchEntry struct {
+	req   limiter.Request
+	quiet []quietHit
+}
+
+// entryText is an expression's value for each entry of a batch: one text
+// for all (each nil), or each entry's own.
+type entryText struct {
+	all  string
+	each []jsonbatch.Value
+}
+
+func (t *entryText) at(i int) string {
+	if t.each != nil {
+		return t.each[i].Text
+	}
+	return t.all
+}
+
+// textOf resolves expr for a batch: per entry when p (its wildcard path)
+// is set, else once by the replacer.
+func textOf(repl *caddy.Replacer, b *jsonbatch.Batch, p *jsonbatch.Path, expr string) entryText {
+	if p == nil {
+		if expr == "" {
+			return entryText{}
+		}
+		return entryText{all: repl.ReplaceAll(expr, "")}
+	}
+	vs, _ := b.Resolve(p) // compileBatch checked p against the batch path
+	return entryText{each: vs}
+}
+
+// batchRequests makes each entry's request. A value missing under
+// on_missing reject is a 400 naming the dimension and, for a per-entry
+// value, the entry; under skip the rules that need it are left out for
+// that entry, as for a single send. Rules' Values share one backing
+// array, so that a batch costs a few allocations, not one per check.
+func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]batchEntry, *failure) {
+	bc := h.batch
+	n := len(b.Entries)
+	vals := make([]entryText, len(h.dims))
+	for di, d := range h.dims {
+		if di == bc.dim {
+			each := make([]jsonbatch.Value, n)
+			for i := range b.Entries {
+				each[i] = b.Entries[i].Value
+			}
+			vals[di] = entryText{each: each}
+		} else {
+			vals[di] = textOf(repl, b, bc.dims[di], d.expr)
+		}
+		if f := h.checkMissing(b, di, &vals[di]); f != nil {
+			return nil, f
+		}
+	}
+	var exempt entryText
+	if h.exempt != nil {
+		exempt = textOf(repl, b, bc.exempt, h.Exempt.Placeholder)
+	}
+	costs := make([]entryText, len(h.rules))
+	zones := make([]entryText, len(h.rules))
+	limits := make([]entryText, len(h.rules))
+	width := 0
+	for ri := range h.rules {
+		cr := &h.rules[ri]
+		costs[ri] = textOf(repl, b, bc.costs[ri], cr.costExpr)
+		zones[ri] = textOf(repl, b, bc.zones[ri], cr.zoneExpr)
+		limits[ri] = textOf(repl, b, bc.limits[ri], cr.limitExpr)
+		width += len(cr.dims)
+	}
+
+	entries := make([]batchEntry, n)
+	checks := make([]limiter.Check, 0, n*len(h.rules))
+	values := make([]string, 0, n*width)
+	now := time.Now()
+	for i := range entries {
+		e := &entries[i]
+		e.req.Exempt = h.exempt != nil && h.exempt[exempt.at(i)]
+		first := len(checks)
+	rules:
+		for ri := range h.rules {
+			cr := &h.rules[ri]
+			from := len(values)
+			for _, di := range cr.dims {
+				v := vals[di].at(i)
+				if v == "" {
+					values = values[:from]
+					continue rules
+				}
+				values = append(values, v)
+			}
+			c := limiter.Check{Rule: cr.rule, Values: values[from:len(values):len(values)], Cost: cr.cost, Shadow: cr.shadow}
+			if cr.zoneExpr != "" {
+				c.Zone = requestZone(zones[ri].at(i))
+			}
+			if q := cr.rule.Quiet; q != nil {
+				if until, in := q.Until(now, c.Zone); in {
+					e.quiet = append(e.quiet, quietHit{check: c, until: until})
+				}
+				continue
+			}
+			if cr.costExpr != "" {
+				s := costs[ri].at(i)
+				v, err := strconv.ParseInt(s, 10, 64)
+				if err != nil || v < 0 {
+					return nil, &failure{status: http.StatusBadRequest, reason: fmt.Sprintf("cost of rule %s is %q at %s, not a non-negative integer", cr.rule.Name, s, b.EntryPath(i)), rule: cr.rule.Name}
+				}
+				c.Cost = v
+			}
+			if cr.limitExpr != "" {
+				s := limits[ri].at(i)
+				v, err := strconv.ParseInt(s, 10, 64)
+				switch {
+				case err == nil && v > 0:
+					c.Limit = v
+				case cr.limitFallback > 0:
+					c.Limit = cr.limitFallback
+				default:
+					return nil, &failure{status: http.StatusBadRequest, reason: fmt.Sprintf("limit of rule %s is %q at %s, not a positive integer, and the rule has no fallback", cr.rule.Name, s, b.EntryPath(i)), rule: cr.rule.Name}
+				}
+			}
+			checks = append(checks, c)
+		}
+		e.req.Checks = checks[first:len(checks):len(checks)]
+	}
+	return entries, nil
+}
+
+// checkMissing counts a dimension with a missing value in the batch (once
+// per request, as for a single send) and, under on_missing reject,
+// returns the 400 naming it and the first entry without it.
+func (h *Handler) checkMissing(b *jsonbatch.Batch, di int, t *entryText) *failure {
+	where := ""
+	switch {
+	case t.each == nil && t.all == "":
+		where = "" // the same for every entry
+	case t.each == nil:
+		return nil
+	default:
+		i := 0
+		for i < len(t.each) && t.each[i].Text != "" {
+			i++
+		}
+		if i == len(t.each) {
+			return nil
+		}
+		where = " at " + b.EntryPath(i)
+	}
+	h.metrics.missing[di].Inc()
+	if h.OnMissing != OnMissingReject {
+		return nil
+	}
+	name := h.dims[di].name
+	return &failure{status: http.StatusBadRequest, reason: "missing value for dimension " + name + where, dimension: name}
+}

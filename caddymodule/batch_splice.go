@@ -1,0 +1,83 @@
+package caddymodule
+
+import (
+	"bytes"
+	"net/http"
+	"strconv"
+
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
+)
+
+// maxSpliceAnswer bounds the upstream answer held for splice expo; a
+// longer one (no ticket list is near it) is passed on as it comes, not
+// spliced.
+const maxSpliceAnswer = 4 << 20
+
+// spliceWriter holds the upstream's answer to a batch whose dropped
+// entries are spliced back into it (splice expo): the positional answer
+// can be rewritten only whole. The headers go to the client's writer as
+// the upstream sets them; the status and body wait for finish.
+type spliceWriter struct {
+	http.ResponseWriter
+	status int
+	buf    bytes.Buffer
+	// passing is set once the answer outgrew maxSpliceAnswer: what was
+	// held went out, and the rest goes straight through.
+	passing bool
+}
+
+// WriteHeader implements http.ResponseWriter; 1xx answers go through.
+func (s *spliceWriter) WriteHeader(code int) {
+	switch {
+	case code < 200:
+		s.ResponseWriter.WriteHeader(code)
+	case s.status == 0:
+		s.status = code
+	}
+}
+
+// Write implements http.ResponseWriter.
+func (s *spliceWriter) Write(p []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	if s.passing {
+		return s.ResponseWriter.Write(p)
+	}
+	if s.buf.Len()+len(p) > maxSpliceAnswer {
+		s.passing = true
+		s.ResponseWriter.WriteHeader(s.status)
+		if _, err := s.ResponseWriter.Write(s.buf.Bytes()); err != nil {
+			return 0, err
+		}
+		s.buf = bytes.Buffer{}
+		return s.ResponseWriter.Write(p)
+	}
+	return s.buf.Write(p)
+}
+
+// Flush implements http.Flusher: nothing is sent before finish, unless
+// the answer is passing through.
+func (s *spliceWriter) Flush() {
+	if s.passing {
+		_ = http.NewResponseController(s.ResponseWriter).Flush()
+	}
+}
+
+// finish sends the answer held, spliced when jsonbatch.SpliceExpo can
+// (a 2xx JSON answer with a data array of the tickets expected), else as
+// it came; it reports whether it was spliced. Nothing is written when the
+// upstream answered nothing (the next handler failed: Caddy answers).
+func (s *spliceWriter) finish(total int, capped []jsonbatch.Capped) bool {
+	if s.passing {
+		return false
+	}
+	if s.status == 0 {
+		return false
+	}
+	out, ok := jsonbatch.SpliceExpo(s.status, s.buf.Bytes(), total, capped)
+	s.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	s.ResponseWriter.WriteHeader(s.status)
+	_, _ = s.ResponseWriter.Write(out)
+	return ok
+}

@@ -1,0 +1,138 @@
+package caddymodule_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+)
+
+// testExpoPush: an Expo batch whose recipients are capped one by one with
+// the seed config. A batch of a message to a and one to [b, c], all with
+// the same body, passes whole twice; then a batch to a and to [b, d]
+// finds a and b with that body twice in 59 s: both entries are dropped,
+// the message that named only a goes, Expo gets [d] alone, and the sender
+// still gets three tickets in order: two MessageRateExceeded errors, then
+// d's ticket from Expo. A batch past max_batch is refused with 413 and
+// never reaches Expo.
+func testExpoPush(t *testing.T, path string) {
+	up := startExpo(t)
+	g := startExample(t, path, up)
+	a, b, c, d := unique("ExponentPushToken[a]"), unique("ExponentPushToken[b]"), unique("ExponentPushToken[c]"), unique("ExponentPushToken[d]")
+	const send = "/--/api/v2/push/send"
+	for i := 0; i < 2; i++ {
+		batch := fmt.Sprintf(`[{"to":%q,"body":"hi"},{"to":[%q,%q],"body":"hi"}]`, a, b, c)
+		expectStatus(t, g.post(send, "application/json", batch), http.StatusOK)
+	}
+	third := g.post(send, "application/json", fmt.Sprintf(`[{"to":%q,"body":"hi"},{"to":[%q,%q],"body":"hi"}]`, a, b, d))
+	expectStatus(t, third, http.StatusOK)
+	if got := dropped(t, third); !slices.Equal(got, []string{"0.to", "1.to.0"}) {
+		t.Errorf("dropped %v, want [0.to 1.to.0]", got)
+	}
+	bodies := up.received()
+	if want := fmt.Sprintf(`[{"to":[%q],"body":"hi"}]`, d); string(bodies[len(bodies)-1]) != want {
+		t.Errorf("Expo got %s, want %s", bodies[len(bodies)-1], want)
+	}
+	var answer struct {
+		Data []struct {
+			Status  string `json:"status"`
+			ID      string `json:"id"`
+			Details struct {
+				Error string `json:"error"`
+				Rule  string `json:"rule"`
+			} `json:"details"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(third.body, &answer); err != nil || len(answer.Data) != 3 {
+		t.Fatalf("the sender got %s (%v), want 3 tickets", third.body, err)
+	}
+	for i, tk := range answer.Data[:2] {
+		if tk.Status != "error" || tk.Details.Error != "MessageRateExceeded" || tk.Details.Rule != "same_content_59s" {
+			t.Errorf("ticket %d: %+v, want a MessageRateExceeded error by same_content_59s", i, tk)
+		}
+	}
+	if tk := answer.Data[2]; tk.Status != "ok" || tk.ID != d {
+		t.Errorf("ticket 2: %+v, want Expo's ticket for %s", tk, d)
+	}
+
+	n := len(up.received())
+	var big []map[string]string
+	for i := 0; i < 101; i++ {
+		big = append(big, map[string]string{"to": unique(fmt.Sprint("t", i)), "body": "x"})
+	}
+	body, _ := json.Marshal(big)
+	expectStatus(t, g.post(send, "application/json", string(body)), http.StatusRequestEntityTooLarge)
+	if len(up.received()) != n {
+		t.Error("a batch past max_batch reached Expo")
+	}
+}
+
+// testGorushGateway: every token of every notification is capped on its
+// own, with the message of its own notification: the same batch again
+// within 10 minutes repeats every (token, message) pair, so nothing is
+// left and the answer is the 429 listing all three entries; a new message
+// to the same tokens passes, and the tokens that already had it are cut
+// from their notification.
+func testGorushGateway(t *testing.T, path string) {
+	up := startUpstream(t)
+	g := startExample(t, path, up)
+	t1, t2 := unique("t1"), unique("t2")
+	batch := fmt.Sprintf(`{"notifications":[{"tokens":[%q,%q],"platform":2,"message":"sale"},{"tokens":[%q],"platform":2,"message":"news"}]}`, t1, t2, t1)
+	expectStatus(t, g.post("/api/push", "application/json", batch), http.StatusOK)
+	again := g.post("/api/push", "application/json", batch)
+	expectStatus(t, again, http.StatusTooManyRequests)
+	if got := again.batchDenial(t).deniedPaths(); !slices.Equal(got, []string{"notifications.0.tokens.0", "notifications.0.tokens.1", "notifications.1.tokens.0"}) {
+		t.Errorf("denied %v", got)
+	}
+	if up.count() != 1 {
+		t.Errorf("gorush got %d requests, want 1", up.count())
+	}
+	mixed := fmt.Sprintf(`{"notifications":[{"tokens":[%q],"platform":2,"message":"sale"},{"tokens":[%q,%q],"platform":2,"message":"new"}]}`, t2, t1, t2)
+	a := g.post("/api/push", "application/json", mixed)
+	expectStatus(t, a, http.StatusOK)
+	if got := dropped(t, a); !slices.Equal(got, []string{"notifications.0.tokens.0"}) {
+		t.Errorf("dropped %v, want the repeat of sale to t2", got)
+	}
+	if want := fmt.Sprintf(`{"notifications":[{"tokens":[%q,%q],"platform":2,"message":"new"}]}`, t1, t2); string(up.last().body) != want {
+		t.Errorf("gorush got %s, want %s", up.last().body, want)
+	}
+}
+
+// testSendgridMail (the test's upstream answers 200 where SendGrid
+// answers 202): a mail goes to all its addressees or to none. A mail
+// to ann and bob passes; the same subject to bob and cy is refused whole
+// (bob had it this week), the 429 names bob's entry and the rule, and
+// nothing is counted for cy, who then gets three mails of other subjects
+// in the day and no fourth.
+func testSendgridMail(t *testing.T, path string) {
+	up := startUpstream(t)
+	g := startExample(t, path, up)
+	ann, bob, cy := unique("ann")+"@example.com", unique("bob")+"@example.com", unique("cy")+"@example.com"
+	mail := func(subject string, to ...string) string {
+		var tos []map[string]string
+		for _, e := range to {
+			tos = append(tos, map[string]string{"email": e})
+		}
+		b, _ := json.Marshal(map[string]any{
+			"personalizations": []any{map[string]any{"to": tos}},
+			"subject":          subject,
+			"content":          []any{map[string]string{"type": "text/plain", "value": "hi"}},
+		})
+		return string(b)
+	}
+	expectStatus(t, g.post("/v3/mail/send", "application/json", mail("Welcome", ann, bob)), http.StatusOK)
+	refused := g.post("/v3/mail/send", "application/json", mail("Welcome", bob, cy))
+	expectStatus(t, refused, http.StatusTooManyRequests)
+	d := refused.batchDenial(t)
+	if len(d.Denied) != 1 || d.Denied[0].Path != "personalizations.0.to.0.email" || d.Denied[0].Rule != "same_subject_week" {
+		t.Errorf("denied %+v, want bob's entry by same_subject_week", d.Denied)
+	}
+	if up.count() != 1 {
+		t.Errorf("SendGrid got %d mails, want 1", up.count())
+	}
+	for i := 0; i < 3; i++ {
+		expectStatus(t, g.post("/v3/mail/send", "application/json", mail(fmt.Sprint("news ", i), cy)), http.StatusOK)
+	}
+	expectStatus(t, g.post("/v3/mail/send", "application/json", mail("one more", cy)), http.StatusTooManyRequests)
+}
