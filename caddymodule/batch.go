@@ -95,18 +95,16 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		return h.writeBatchDenial(w, b, entries, ds, denied)
 	}
 
-	var ids []string
-	for _, d := range ds {
-		if d.Recorded() {
-			ids = append(ids, d.ID())
-		}
+	var ids []string // only refunds need them: most batches make none
+	if len(h.refundOn) > 0 {
+		ids = recordedIDs(ds)
 	}
 	var capped []jsonbatch.Capped
 	if bc.drop && !h.DryRun && len(denied) > 0 {
 		rm, err := b.Remove(denied)
 		if err != nil {
 			// Not expected: the batch was read from this very body.
-			h.refundAll(r, ids)
+			h.refundAll(r, recordedIDs(ds))
 			return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("frequency_cap %s: dropping denied entries: %w", h.Name, err))
 		}
 		replaceBody(r, rm.Body)
@@ -125,6 +123,17 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		}
 	}
 	return h.passBatch(w, r, next, ids, capped, len(b.Entries))
+}
+
+// recordedIDs returns the admission ids of the decisions that recorded.
+func recordedIDs(ds []*limiter.Decision) []string {
+	var ids []string
+	for _, d := range ds {
+		if d.Recorded() {
+			ids = append(ids, d.ID())
+		}
+	}
+	return ids
 }
 
 // anyApplies reports whether some entry has a rule to decide.
