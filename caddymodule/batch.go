@@ -187,9 +187,12 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 	return err
 }
 
-// refundAll gives back every admission of a batch.
+// refundAll gives back every admission of a batch, joined into one refund
+// (two when some were decided in the local fallback store): one round trip
+// per Redis node, not one per entry. The refunds metric counts each
+// admission of a refund that gave anything back.
 func (h *Handler) refundAll(r *http.Request, ids []string) {
-	for _, id := range ids {
-		h.refund(r, id)
+	for _, id := range limiter.JoinIDs(ids) {
+		h.refundCounting(r, id, len(ids))
 	}
 }

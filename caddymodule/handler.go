@@ -448,7 +448,11 @@ func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next c
 }
 
 // refund gives an admission back.
-func (h *Handler) refund(r *http.Request, id string) {
+func (h *Handler) refund(r *http.Request, id string) { h.refundCounting(r, id, 1) }
+
+// refundCounting gives back what id names, admissions admissions (a joined
+// id names several), counted as such in the metrics when given.
+func (h *Handler) refundCounting(r *http.Request, id string, admissions int) {
 	// The client may be gone; the refund is still owed.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.timeout)
 	start := time.Now()
@@ -459,7 +463,7 @@ func (h *Handler) refund(r *http.Request, id string) {
 	case err != nil:
 		h.warns.add(opRefund, err)
 	case given:
-		h.metrics.refunds.Inc()
+		h.metrics.refunds.Add(float64(admissions))
 	}
 }
 

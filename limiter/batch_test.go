@@ -138,3 +138,35 @@ func TestBatchBounds(t *testing.T) {
 		}
 	})
 }
+
+// The admissions of a batch's entries, joined into one id, are refunded
+// by one Refund, once; ids of local decisions are joined apart.
+func TestJoinIDsRefundsABatchAtOnce(t *testing.T) {
+	t0 := mustParse(t, "2026-03-01T10:00:00Z")
+	storeKinds(t, func(t *testing.T, newStore func(func() time.Time) Store) {
+		clock := &fixedClock{t: t0.Add(time.Second)}
+		s := newStore(clock.now)
+		ds := mustBatch(t, s, batchOf(t0, "joined", 5, func(i int) string { return fmt.Sprint(i) }), BatchEach)
+		var ids []string
+		for _, d := range ds {
+			ids = append(ids, d.ID())
+		}
+		joined := JoinIDs(ids)
+		if len(joined) != 1 {
+			t.Fatalf("%d joined ids; want 1", len(joined))
+		}
+		if ok, err := s.Refund(context.Background(), joined[0]); !ok || err != nil {
+			t.Fatalf("refund of the joined id: %v %v", ok, err)
+		}
+		if ok, _ := s.Refund(context.Background(), joined[0]); ok {
+			t.Fatal("a joined id was refunded twice")
+		}
+		if u := mustUsage(t, s, req(t0.Add(time.Second), vals{"recipient": "joined", "content": "x"}, seedRules()...)); u.Results[0].Used != 0 {
+			t.Fatalf("after the joined refund: %d used; want 0", u.Results[0].Used)
+		}
+	})
+	got := JoinIDs([]string{"a", string([]byte{localID}) + "b", "c", string([]byte{localID}) + "d"})
+	if want := []string{"ac", string([]byte{localID}) + "bd"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("JoinIDs = %q; want %q", got, want)
+	}
+}
