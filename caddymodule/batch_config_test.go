@@ -32,6 +32,9 @@ func TestBatchConfigErrors(t *testing.T) {
 			`dimension title: "other.*.title" does not follow the batch dimension "notifications.*.tokens.*"`},
 		{[]string{"dimension recipient {json.*.to}", "dimension title {json.*.to.*.x.*}"},
 			`dimension title: "*.to.*.x.*" has 3 wildcards, more than the 1 of the batch dimension`},
+		// A wildcard past the end of the batch path was a panic at load.
+		{[]string{"dimension recipient {json.*}", "dimension title {json.a.b.*}"},
+			`dimension title: "a.b.*" does not follow the batch dimension "*"`},
 		{[]string{"dimension recipient {json.*.to}", "dimension title prefix-{json.*.title}"},
 			"a {json.*} path with a * segment must be the whole expression"},
 		{[]string{"dimension recipient {json.*.to}", "dimension title {json.*.title}", "splice expo"}, "splice expo needs batch drop"},

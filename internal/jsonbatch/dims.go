@@ -24,7 +24,9 @@ func (p *Path) CheckDimension(other *Path) error {
 			other.text, k, len(p.wild), p.text)
 	}
 	last := other.wild[k-1]
-	if !slices.Equal(other.segs[:last+1], p.segs[:last+1]) {
+	// other's last wildcard may lie past p's end ("a.b.*" beside "*"):
+	// then it cannot follow p up to it.
+	if last >= len(p.segs) || !slices.Equal(other.segs[:last+1], p.segs[:last+1]) {
 		return fmt.Errorf("%q does not follow the batch dimension %q up to its last wildcard, so its values cannot be matched to the batch's entries",
 			other.text, p.text)
 	}

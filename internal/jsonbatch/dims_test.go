@@ -28,6 +28,10 @@ func TestCheckDimension(t *testing.T) {
 		{"personalizations.*.to.*.email", "personalizations.*.cc.*.email", "does not follow"},
 		{"a.*.b.*", "a.*.c", ""},
 		{"a.*.b.*", "*.b", "does not follow"},
+		// other's wildcard lies past the end of the batch path (found by
+		// FuzzEnumerate: it sliced past p's segments).
+		{"*", "x.*", "does not follow"},
+		{"*", "a.b.*", "does not follow"},
 	} {
 		err := mustPath(t, tc.batch).CheckDimension(mustPath(t, tc.other))
 		switch {
