@@ -7,7 +7,13 @@ import "time"
 
 // finish turns p.raw (per rule, in p.rules order) into a Decision.
 func (p *plan) finish(req *Request, now int64, admitted bool) *Decision {
-	d, idRoom := newDecision(len(req.Checks))
+	return p.finishFrom(nil, req, now, admitted)
+}
+
+// finishFrom is finish with the Decision taken from slab (nil: allocated
+// apart).
+func (p *plan) finishFrom(slab *decisionSlab, req *Request, now int64, admitted bool) *Decision {
+	d, idRoom := slab.next(len(req.Checks))
 	d.Allowed, d.Denier, d.Now = admitted, -1, time.UnixMilli(now)
 	for k, pr := range p.rules {
 		res := &d.Results[pr.check]
@@ -29,15 +35,19 @@ func (p *plan) finish(req *Request, now int64, admitted bool) *Decision {
 // seed config's id is about 110 bytes; a longer one is allocated apart.
 const idBytes = 128
 
+// decisionBox is a Decision allocated in one piece with its results (up to
+// four: the seed config's) and room for its admission id.
+type decisionBox struct {
+	d   Decision
+	res [4]Result
+	id  [idBytes]byte
+}
+
 // newDecision allocates a Decision, its results and room for its admission
 // id together: one allocation for up to eight rules.
 func newDecision(n int) (*Decision, []byte) {
 	if n <= 4 {
-		box := &struct {
-			d   Decision
-			res [4]Result
-			id  [idBytes]byte
-		}{}
+		box := &decisionBox{}
 		box.d.Results = box.res[:n:n]
 		return &box.d, box.id[:0]
 	}
@@ -51,6 +61,24 @@ func newDecision(n int) (*Decision, []byte) {
 		return &box.d, box.id[:0]
 	}
 	return &Decision{Results: make([]Result, n)}, nil
+}
+
+// decisionSlab hands out the decisions of a batch from one allocation
+// instead of one each.
+type decisionSlab struct{ boxes []decisionBox }
+
+func newDecisionSlab(n int) *decisionSlab { return &decisionSlab{boxes: make([]decisionBox, n)} }
+
+// next is newDecision, from the slab while it lasts (a nil slab
+// allocates).
+func (s *decisionSlab) next(n int) (*Decision, []byte) {
+	if s == nil || n > 4 || len(s.boxes) == 0 {
+		return newDecision(n)
+	}
+	box := &s.boxes[0]
+	s.boxes = s.boxes[1:]
+	box.d.Results = box.res[:n:n]
+	return &box.d, box.id[:0]
 }
 
 // appendID appends the admission id of what p recorded (see encodeID).

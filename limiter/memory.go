@@ -229,9 +229,11 @@ type memTxn struct {
 	// base is where the plan being decided starts in hashes (a batch
 	// locks many plans at once).
 	base int
-	// byKey finds the keys of a transaction that holds many (a batch),
-	// so that finding one is not a scan; nil while there are few.
-	byKey map[string]int
+	// byHash finds the keys of a transaction that holds many (a batch)
+	// by their hash, so that finding one is not a scan; nil while there
+	// are few. A hash two keys share (never seen with 64 bits) names the
+	// first, and the other is found by a scan.
+	byHash map[uint64]int
 }
 
 // manyKeys is the number of keys past which a transaction indexes them.
@@ -291,7 +293,7 @@ func (tx *memTxn) reset() {
 			subs[i].id = nil // let old arenas go
 		}
 	}
-	tx.m, tx.n, tx.base, tx.byKey = nil, 0, 0, nil
+	tx.m, tx.n, tx.base, tx.byHash = nil, 0, 0, nil
 	tx.shards, tx.hashes = tx.shards[:0], tx.hashes[:0]
 }
 
@@ -304,12 +306,16 @@ func (tx *memTxn) add(sh *memShard, hash uint64, slot int32, key []byte) *txnKey
 	tk.sh, tk.hash, tk.slot, tk.key, tk.touched = sh, hash, slot, key, false
 	tk.k.subs, tk.k.expireAt = tk.k.subs[:0], 0
 	switch {
-	case tx.byKey != nil:
-		tx.byKey[string(key)] = tx.n - 1
+	case tx.byHash != nil:
+		if _, taken := tx.byHash[hash]; !taken {
+			tx.byHash[hash] = tx.n - 1
+		}
 	case tx.n > manyKeys:
-		tx.byKey = make(map[string]int, 2*tx.n)
+		tx.byHash = make(map[uint64]int, 2*tx.n)
 		for i, k := range tx.keys[:tx.n] {
-			tx.byKey[string(k.key)] = i
+			if _, taken := tx.byHash[k.hash]; !taken {
+				tx.byHash[k.hash] = i
+			}
 		}
 	}
 	return tk
@@ -318,7 +324,7 @@ func (tx *memTxn) add(sh *memShard, hash uint64, slot int32, key []byte) *txnKey
 // lookup implements keySource.
 func (tx *memTxn) lookup(p *plan, si int, now int64) *keyLogs {
 	key := p.key(&p.sections[si])
-	if tk := tx.find(key); tk != nil {
+	if tk := tx.find(key, tx.hashes[tx.base+si]); tk != nil {
 		tk.k.prune(now)
 		return &tk.k
 	}
@@ -338,8 +344,8 @@ func (tx *memTxn) lookup(p *plan, si int, now int64) *keyLogs {
 		// it rather than decide on nonsense.
 		sh.remove(i)
 		tx.n--
-		if tx.byKey != nil {
-			delete(tx.byKey, string(key))
+		if tx.byHash != nil && tx.byHash[h] == tx.n {
+			delete(tx.byHash, h)
 		}
 		return nil
 	}
@@ -355,12 +361,16 @@ func (tx *memTxn) create(p *plan, si int) *keyLogs {
 }
 
 // find returns the key of the transaction named key, or nil.
-func (tx *memTxn) find(key []byte) *txnKey {
-	if tx.byKey != nil {
-		if i, ok := tx.byKey[string(key)]; ok {
-			return tx.keys[i]
+func (tx *memTxn) find(key []byte, hash uint64) *txnKey {
+	if tx.byHash != nil {
+		i, ok := tx.byHash[hash]
+		if !ok {
+			return nil
 		}
-		return nil
+		if tk := tx.keys[i]; bytes.Equal(tk.key, key) {
+			return tk
+		}
+		// Another key with this hash came first: scan.
 	}
 	for _, tk := range tx.keys[:tx.n] {
 		if bytes.Equal(tk.key, key) {

@@ -46,6 +46,7 @@ func (m *Memory) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode
 	tx.lock(plans...)
 	defer tx.unlock()
 	ds := make([]*Decision, len(reqs))
+	slab := newDecisionSlab(len(reqs))
 	for i, p := range plans {
 		now := at(&reqs[i]).UnixMilli()
 		admitted, err := decideOn(tx, p, now, true)
@@ -55,11 +56,11 @@ func (m *Memory) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode
 		if admitted {
 			for si, k := range p.keyLogs {
 				if k != nil {
-					tx.find(p.key(&p.sections[si])).touched = true
+					tx.find(p.key(&p.sections[si]), tx.hashes[tx.base+si]).touched = true
 				}
 			}
 		}
-		ds[i] = p.finish(&reqs[i], now, admitted)
+		ds[i] = p.finishFrom(slab, &reqs[i], now, admitted)
 		tx.base += len(p.sections)
 	}
 	if mode == BatchAll && anyDenied(ds) {

@@ -97,6 +97,7 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 	}
 
 	ds := make([]*Decision, len(reqs))
+	slab := newDecisionSlab(len(reqs))
 	var firstErr error
 	for i, calls := range entryCalls {
 		p := plans[i]
@@ -116,7 +117,7 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 			c.unpackReply(p)
 		}
 		if firstErr == nil {
-			ds[i] = p.finish(&reqs[i], now, admitted)
+			ds[i] = p.finishFrom(slab, &reqs[i], now, admitted)
 		}
 	}
 	undo := func(i int) bool { return firstErr != nil || !ds[i].Allowed }
