@@ -168,9 +168,15 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 		sw := &spliceWriter{ResponseWriter: w}
 		err = next.ServeHTTP(sw, r)
 		status = sw.status
-		// No answer at all (the upstream is unreachable) is Caddy's to
-		// give, and no failure to splice.
-		if !sw.finish(total, capped) && status != 0 {
+		switch {
+		case err != nil && !sw.passing:
+			// The upstream failed, perhaps halfway through its answer:
+			// what was held is dropped, so that a cut answer never goes
+			// out as a whole one, and Caddy answers the error (no
+			// failure to splice: there was no answer).
+		case status == 0:
+			// No answer at all is Caddy's to give.
+		case sw.finish(r.Method, total, capped):
 			h.metrics.spliceFailures.Inc()
 		}
 	} else {

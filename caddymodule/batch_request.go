@@ -42,6 +42,11 @@ func textOf(repl *caddy.Replacer, b *jsonbatch.Batch, p *jsonbatch.Path, expr st
 		}
 		return entryText{all: repl.ReplaceAll(expr, "")}
 	}
+	if len(b.Entries) == 0 {
+		// No entry, so no entry without a value: not the one text for all,
+		// which would be empty and read as missing.
+		return entryText{each: []jsonbatch.Value{}}
+	}
 	vs, _ := b.Resolve(p) // compileBatch checked p against the batch path
 	return entryText{each: vs}
 }
@@ -85,6 +90,7 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]bat
 		width += len(cr.dims)
 	}
 
+	var zoneMemo batchZones
 	entries := make([]batchEntry, n)
 	checks := make([]limiter.Check, 0, n*len(h.rules))
 	values := make([]string, 0, n*width)
@@ -107,7 +113,7 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]bat
 			}
 			c := limiter.Check{Rule: cr.rule, Values: values[from:len(values):len(values)], Cost: cr.cost, Shadow: cr.shadow}
 			if cr.zoneExpr != "" {
-				c.Zone = requestZone(zones[ri].at(i))
+				c.Zone = zoneMemo.of(zones[ri].at(i))
 			}
 			if q := cr.rule.Quiet; q != nil {
 				if until, in := q.Until(now, c.Zone); in {
@@ -162,10 +168,42 @@ func (h *Handler) checkMissing(b *jsonbatch.Batch, di int, t *entryText) *failur
 		}
 		where = " at " + b.EntryPath(i)
 	}
+	if di == h.batch.dim && len(b.Missing) > 0 {
+		// serveBatch counted this request already, for the places
+		// where the batch path found nothing (under skip: else it
+		// refused the request then).
+		return nil
+	}
 	h.metrics.missing[di].Inc()
 	if h.OnMissing != OnMissingReject {
 		return nil
 	}
 	name := h.dims[di].name
 	return &failure{status: http.StatusBadRequest, reason: "missing value for dimension " + name + where, dimension: name}
+}
+
+// batchZones resolves the zones a batch's entries name, each name once per
+// request: an unknown name is not cached across requests (see
+// requestZone) and costs tens of microseconds to look up, which a batch of
+// a thousand entries naming junk zones would pay a thousand times.
+type batchZones struct {
+	last string
+	zone *time.Location
+	seen map[string]*time.Location
+}
+
+func (z *batchZones) of(name string) *time.Location {
+	if name == z.last && z.seen != nil {
+		return z.zone // the usual batch: one zone for many entries in a row
+	}
+	if z.seen == nil {
+		z.seen = make(map[string]*time.Location)
+	}
+	zone, ok := z.seen[name]
+	if !ok {
+		zone = requestZone(name)
+		z.seen[name] = zone
+	}
+	z.last, z.zone = name, zone
+	return zone
 }

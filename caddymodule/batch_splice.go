@@ -64,20 +64,32 @@ func (s *spliceWriter) Flush() {
 	}
 }
 
+// Unwrap lets http.ResponseController reach the client's writer.
+func (s *spliceWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// bodiless reports whether an answer of this status to this method has
+// no body to splice (and must not get a Content-Length of its own).
+func bodiless(method string, status int) bool {
+	return method == http.MethodHead || status == http.StatusNoContent || status == http.StatusNotModified
+}
+
 // finish sends the answer held, spliced when jsonbatch.SpliceExpo can
 // (a 2xx JSON answer with a data array of the tickets expected), else as
-// it came; it reports whether it was spliced. Nothing is written when the
-// upstream answered nothing (the next handler failed: Caddy answers).
-func (s *spliceWriter) finish(total int, capped []jsonbatch.Capped) bool {
+// it came, and reports whether the answer was one splice should have
+// rewritten and could not (a failure to count). A bodiless answer (HEAD,
+// 204, 304) goes out as it came, counted as nothing.
+func (s *spliceWriter) finish(method string, total int, capped []jsonbatch.Capped) (failed bool) {
 	if s.passing {
-		return false
+		return true
 	}
-	if s.status == 0 {
+	if bodiless(method, s.status) {
+		s.ResponseWriter.WriteHeader(s.status)
+		_, _ = s.ResponseWriter.Write(s.buf.Bytes())
 		return false
 	}
 	out, ok := jsonbatch.SpliceExpo(s.status, s.buf.Bytes(), total, capped)
 	s.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	s.ResponseWriter.WriteHeader(s.status)
 	_, _ = s.ResponseWriter.Write(out)
-	return ok
+	return !ok
 }

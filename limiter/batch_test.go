@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/freqcap/caddy-freqcap/internal/redistest"
 )
 
 // batchOf builds a batch of n entries of the seed config for who, entry i
@@ -168,5 +170,35 @@ func TestJoinIDsRefundsABatchAtOnce(t *testing.T) {
 	got := JoinIDs([]string{"a", string([]byte{localID}) + "b", "c", string([]byte{localID}) + "d"})
 	if want := []string{"ac", string([]byte{localID}) + "bd"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("JoinIDs = %q; want %q", got, want)
+	}
+}
+
+// A script run indexes its keys in two bytes: a batch with more keys than
+// that (33,000 entries, each over two keys) is split into runs that fit,
+// and every entry is recorded under its own keys.
+func TestBatchPastARunsKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 66,000-key batch")
+	}
+	client := redistest.Client(t)
+	s := NewRedis(client, RedisOptions{Timeout: 20 * time.Second, ScriptOnly: true, Prefix: "runkeys:"})
+	defer s.Close()
+	perRecipient := &Rule{Name: "recipient_minute", By: []string{"recipient"}, Limit: 15, Window: Window{Duration: time.Minute}}
+	perCampaign := &Rule{Name: "campaign_minute", By: []string{"campaign"}, Limit: 15, Window: Window{Duration: time.Minute}}
+	const n = 33_000
+	reqs := make([]Request, n)
+	for i := range reqs {
+		reqs[i] = *req(time.Time{}, vals{"recipient": fmt.Sprint("r", i), "campaign": fmt.Sprint("c", i)}, perRecipient, perCampaign)
+	}
+	for i, d := range mustBatch(t, s, reqs, BatchEach) {
+		if !d.Allowed {
+			t.Fatalf("entry %d denied: %s", i, describe(d))
+		}
+	}
+	for _, i := range []int{0, 32_767, 32_768, n - 1} {
+		u := mustUsage(t, s, &reqs[i])
+		if u.Results[0].Used != 1 || u.Results[1].Used != 1 {
+			t.Fatalf("entry %d: %s; want each of its keys to hold its one record", i, describe(u))
+		}
 	}
 }

@@ -169,12 +169,16 @@ func (l *keyList) index(key string) int {
 	return len(*l)
 }
 
+// maxRunKeys is the most keys one script run indexes (a key's index is an
+// I2 in the decisions ARGV).
+const maxRunKeys = 65535
+
 // runCalls runs calls of one op in one script run and hands each its part
 // of the reply.
 func (s *Redis) runCalls(ctx context.Context, calls []*call) {
 	keys, args, ok := runArgsOf(calls)
 	if !ok {
-		// The script counts specs in a byte: run in two halves (a
+		// Too many specs or keys for one run: run in two halves (a
 		// decision alone has at most 255 sections).
 		s.runCalls(ctx, calls[:len(calls)/2])
 		s.runCalls(ctx, calls[len(calls)/2:])
@@ -185,13 +189,14 @@ func (s *Redis) runCalls(ctx context.Context, calls []*call) {
 }
 
 // runArgsOf builds the KEYS and ARGV of one run deciding calls, which share
-// one op. ok is false when they need more rule specs than a run carries
-// (255) and must be split.
+// one op. ok is false when they need more rule specs (255) or keys (65,535:
+// the script reads a key's index in two bytes) than a run carries, and
+// must be split.
 func runArgsOf(calls []*call) (keys []string, args []any, ok bool) {
 	ra := newRunArgs(len(calls))
 	for i, c := range calls {
 		ra.add(c)
-		if ra.nspecs > 255 && i > 0 {
+		if (ra.nspecs > 255 || len(ra.keys) > maxRunKeys) && i > 0 {
 			return nil, nil, false
 		}
 	}

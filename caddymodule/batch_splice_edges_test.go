@@ -1,0 +1,106 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// serveDirect runs h on a request with body, as Caddy would, without a
+// server in between.
+func serveDirect(t *testing.T, h *Handler, method, body string, next caddyhttp.Handler) (*httptest.ResponseRecorder, error) {
+	t.Helper()
+	r := httptest.NewRequest(method, "/push/send", bytes.NewReader([]byte(body)))
+	r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
+	w := httptest.NewRecorder()
+	err := h.ServeHTTP(w, r, next)
+	return w, err
+}
+
+func counterValue(t *testing.T, h *Handler) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := h.metrics.spliceFailures.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// splice expo never passes a cut answer on as a whole one: an upstream that
+// fails halfway through its answer leaves the answer to Caddy's error
+// handling (the handler returns the error, nothing is written). A 204 or
+// the answer to HEAD goes out as it came, without a Content-Length of the
+// gateway's making, and neither counts as a splice failure.
+func TestSpliceEdges(t *testing.T) {
+	h, err := load(t, `{"name":"splice_edges","batch":"drop","splice":"expo","dimensions":{"recipient":"{json.*.to}"},
+	 "rules":[{"name":"one","by":["recipient"],"limit":1,"window":"1m"}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		io.Copy(io.Discard, r.Body)
+		return nil
+	})
+	if _, err := serveDirect(t, h, http.MethodPost, `[{"to":"a"}]`, ok); err != nil {
+		t.Fatal(err)
+	}
+
+	cut := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, `{"data":[{"status":"ok"`)
+		return caddyhttp.Error(http.StatusBadGateway, errors.New("upstream cut off"))
+	})
+	w, err := serveDirect(t, h, http.MethodPost, `[{"to":"a"},{"to":"b"}]`, cut)
+	if err == nil || w.Body.Len() != 0 {
+		t.Fatalf("a cut answer: err %v, body %q; want the error returned and nothing written", err, w.Body.String())
+	}
+
+	noContent := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+	w, err = serveDirect(t, h, http.MethodPost, `[{"to":"a"},{"to":"c"}]`, noContent)
+	if err != nil || w.Code != http.StatusNoContent || w.Header().Get("Content-Length") != "" {
+		t.Fatalf("204: %d, Content-Length %q, %v; want 204 without one", w.Code, w.Header().Get("Content-Length"), err)
+	}
+	head := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Length", "1234")
+		w.WriteHeader(http.StatusOK)
+		return nil
+	})
+	w, err = serveDirect(t, h, http.MethodHead, `[{"to":"a"},{"to":"d"}]`, head)
+	if err != nil || w.Header().Get("Content-Length") != "1234" {
+		t.Fatalf("HEAD: Content-Length %q, %v; want the upstream's 1234", w.Header().Get("Content-Length"), err)
+	}
+	if n := counterValue(t, h); n != 0 {
+		t.Fatalf("%v splice failures counted; want none", n)
+	}
+}
+
+// A batch with no entries is no missing value of a per-entry dimension:
+// [] passes, decided for nobody.
+func TestEmptyBatchIsNoMissingValue(t *testing.T) {
+	h, err := load(t, `{"name":"empty_batch","dimensions":{"recipient":"{json.*.to}","content":"{json.*.body}"},
+	 "rules":[{"name":"r","by":["recipient","content"],"limit":2,"window":"1m"}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	passed := false
+	w, err := serveDirect(t, h, http.MethodPost, `[]`, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		passed = true
+		return nil
+	}))
+	if err != nil || !passed || w.Code != http.StatusOK {
+		t.Fatalf("[]: %d %s %v; want passed on", w.Code, w.Body.String(), err)
+	}
+}
