@@ -183,6 +183,7 @@ func (g *gateway) apply(revalidate bool) {
 		g.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "text/caddyfile")
+	req.Close = true // the load restarts the admin server (see adminDo)
 	if revalidate {
 		req.Header.Set("Cache-Control", "must-revalidate")
 	}

@@ -19,7 +19,12 @@ type samples map[string]float64
 // scrape reads the admin endpoint's /metrics, the way Prometheus would.
 func scrape(t *testing.T) (samples, string) {
 	t.Helper()
-	res, err := client.Get(fmt.Sprintf("http://localhost:%d/metrics", adminPort(t)))
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://localhost:%d/metrics", adminPort(t)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Close = true // a config load restarts the admin server (see adminDo)
+	res, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("scraping /metrics: %v", err)
 	}
