@@ -73,7 +73,7 @@ func TestBatchConfigErrors(t *testing.T) {
 		{`"dimensions":{"recipient":"{json.*.to}","title":"{json.*.title}"},"batch":"all"`, `batch must be reject or drop, not "all"`},
 		{`"dimensions":{"recipient":"{json.to}","title":"{json.title}"},"max_batch":5`, "need a batch dimension"},
 	} {
-		res, err := http.Post(fmt.Sprintf("http://localhost:%d/load", adminPort(t)), "application/json", strings.NewReader(handler(c.fields)))
+		res, err := adminClient.Post(fmt.Sprintf("http://localhost:%d/load", adminPort(t)), "application/json", strings.NewReader(handler(c.fields)))
 		if err != nil {
 			t.Fatal(err)
 		}

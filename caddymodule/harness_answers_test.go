@@ -144,11 +144,7 @@ func adminDo(t *testing.T, method, path string) *answer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A connection of its own: every config load restarts Caddy's admin
-	// server, which resets a kept-alive connection to the old one (a GET
-	// on it failed with "connection reset by peer").
-	req.Close = true
-	res, err := client.Do(req)
+	res, err := adminClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}

@@ -183,11 +183,10 @@ func (g *gateway) apply(revalidate bool) {
 		g.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "text/caddyfile")
-	req.Close = true // the load restarts the admin server (see adminDo)
 	if revalidate {
 		req.Header.Set("Cache-Control", "must-revalidate")
 	}
-	res, err := client.Do(req)
+	res, err := adminClient.Do(req)
 	if err != nil {
 		g.t.Fatalf("loading the config: %v", err)
 	}
@@ -246,6 +245,37 @@ func (g *gateway) awaitGeneration(gen string) {
 // client sends the tests' requests; a config load drops its idle
 // connections, so that none of them is reused on a server being replaced.
 var client = &http.Client{Timeout: 10 * time.Second}
+
+// adminClient talks to Caddy's admin endpoint. Caddy replaces its admin
+// server after each config load, shortly after answering the load, so a
+// request can meet the old server going away (EOF, reset, refused): it is
+// sent again on a new connection, for up to 5 s. Loads and usage requests
+// are safe to repeat.
+var adminClient = &http.Client{Timeout: 10 * time.Second, Transport: retryTransport{base: &http.Transport{DisableKeepAlives: true}}}
+
+type retryTransport struct{ base http.RoundTripper }
+
+func (rt retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		res, err := rt.base.RoundTrip(req)
+		if err == nil || time.Now().After(deadline) || req.Context().Err() != nil {
+			return res, err
+		}
+		if req.Body != nil && req.Body != http.NoBody {
+			if req.GetBody == nil {
+				return nil, err
+			}
+			body, gerr := req.GetBody()
+			if gerr != nil {
+				return nil, err
+			}
+			req = req.Clone(req.Context())
+			req.Body = body
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
 
 // post sends body to path with the given content type and extra headers
 // ("Name: value").

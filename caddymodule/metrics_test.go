@@ -23,8 +23,7 @@ func scrape(t *testing.T) (samples, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Close = true // a config load restarts the admin server (see adminDo)
-	res, err := client.Do(req)
+	res, err := adminClient.Do(req)
 	if err != nil {
 		t.Fatalf("scraping /metrics: %v", err)
 	}
