@@ -1,9 +1,7 @@
 package caddymodule
 
 import (
-	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -121,24 +119,18 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]bat
 				}
 				continue
 			}
+			var fail *failure
+			// The entry's path is made only for a 400 that names it.
 			if cr.costExpr != "" {
-				s := costs[ri].at(i)
-				v, err := strconv.ParseInt(s, 10, 64)
-				if err != nil || v < 0 {
-					return nil, &failure{status: http.StatusBadRequest, reason: fmt.Sprintf("cost of rule %s is %q at %s, not a non-negative integer", cr.rule.Name, s, b.EntryPath(i)), rule: cr.rule.Name}
+				if c.Cost, fail = cr.costOf(costs[ri].at(i), ""); fail != nil {
+					_, fail = cr.costOf(costs[ri].at(i), " at "+b.EntryPath(i))
+					return nil, fail
 				}
-				c.Cost = v
 			}
 			if cr.limitExpr != "" {
-				s := limits[ri].at(i)
-				v, err := strconv.ParseInt(s, 10, 64)
-				switch {
-				case err == nil && v > 0:
-					c.Limit = v
-				case cr.limitFallback > 0:
-					c.Limit = cr.limitFallback
-				default:
-					return nil, &failure{status: http.StatusBadRequest, reason: fmt.Sprintf("limit of rule %s is %q at %s, not a positive integer, and the rule has no fallback", cr.rule.Name, s, b.EntryPath(i)), rule: cr.rule.Name}
+				if c.Limit, fail = cr.limitOf(limits[ri].at(i), ""); fail != nil {
+					_, fail = cr.limitOf(limits[ri].at(i), " at "+b.EntryPath(i))
+					return nil, fail
 				}
 			}
 			checks = append(checks, c)

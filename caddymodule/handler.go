@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -406,24 +405,15 @@ rules:
 			}
 			continue
 		}
+		var fail *failure
 		if cr.costExpr != "" {
-			s := repl.ReplaceAll(cr.costExpr, "")
-			n, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || n < 0 {
-				return nil, nil, &failure{status: http.StatusBadRequest, reason: fmt.Sprintf("cost of rule %s is %q, not a non-negative integer", cr.rule.Name, s), rule: cr.rule.Name}
+			if c.Cost, fail = cr.costOf(repl.ReplaceAll(cr.costExpr, ""), ""); fail != nil {
+				return nil, nil, fail
 			}
-			c.Cost = n
 		}
 		if cr.limitExpr != "" {
-			s := repl.ReplaceAll(cr.limitExpr, "")
-			n, err := strconv.ParseInt(s, 10, 64)
-			switch {
-			case err == nil && n > 0:
-				c.Limit = n
-			case cr.limitFallback > 0:
-				c.Limit = cr.limitFallback
-			default:
-				return nil, nil, &failure{status: http.StatusBadRequest, reason: fmt.Sprintf("limit of rule %s is %q, not a positive integer, and the rule has no fallback", cr.rule.Name, s), rule: cr.rule.Name}
+			if c.Limit, fail = cr.limitOf(repl.ReplaceAll(cr.limitExpr, ""), ""); fail != nil {
+				return nil, nil, fail
 			}
 		}
 		req.Checks = append(req.Checks, c)
