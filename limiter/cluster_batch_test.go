@@ -84,9 +84,9 @@ func testClusterBatches(t *testing.T, c *redistest.Cluster) {
 	})
 
 	// Under BatchAll, a batch whose recipients lie on every shard and one
-	// of which is full records nothing on any shard; the same batch
-	// without the full recipient is recorded whole. Either way the
-	// decision is one round trip per master.
+	// of which is full records nothing on any shard (its rollback one
+	// more round trip per master); the same batch without the full
+	// recipient is recorded whole, in one round trip per master.
 	t.Run("all or nothing across shards, one round trip per node", func(t *testing.T) {
 		const prefix = "cball:"
 		rules := seedRules()
@@ -119,6 +119,15 @@ func testClusterBatches(t *testing.T, c *redistest.Cluster) {
 				t.Fatalf("entry %d: allowed %v recorded %v", i, d.Allowed, d.Recorded())
 			}
 		}
+		tc.mu.Lock()
+		for addr, n := range tc.trips {
+			// The decision, then the rollback of the runs that
+			// recorded: each one pipeline per master.
+			if n > 2 {
+				t.Errorf("master %s: %d round trips for a rejected batch (%v); want at most 2", addr, n, tc.trips)
+			}
+		}
+		tc.mu.Unlock()
 		for _, who := range recipients[:len(recipients)-1] {
 			if u := mustUsage(t, s, req(time.Time{}, vals{"recipient": who, "content": "launch"}, rules...)); u.Results[0].Used != 0 {
 				t.Fatalf("recipient %s: %d recorded after a rejected batch; want 0", who, u.Results[0].Used)

@@ -243,22 +243,26 @@ func (s *Redis) decide(ctx context.Context, req *Request, op string) (*Decision,
 	return p.finish(req, now, admitted), nil
 }
 
-// refund runs unbatched, one run per hash tag: refunds are rare.
+// refund runs unbatched, one run per hash tag, the runs of a cluster in
+// one pipeline (one round trip per node: a batch's refund may span
+// hundreds of tags): refunds are rare.
 func (s *Redis) refund(ctx context.Context, recs []recorded) (bool, error) {
 	nowArg, _ := s.nowArg(&Request{})
 	groups := s.byTag(len(recs), func(i int) string { return recs[i].key })
-	replies := make([][]int64, len(groups))
-	errs := make([]error, len(groups))
-	s.each(len(groups), func(gi int) {
-		keys, args := refundArgs(recs, groups[gi], nowArg)
-		replies[gi], errs[gi] = s.runBounded(ctx, keys, args)
-	})
+	runs := make([]scriptRun, len(groups))
+	for gi, g := range groups {
+		keys, args := refundArgs(recs, g, nowArg)
+		runs[gi] = scriptRun{keys: keys, args: args}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	s.runAll(ctx, runs)
+	cancel()
 	given := false
 	var firstErr error
-	for gi := range groups {
-		if errs[gi] != nil {
-			firstErr = cmpErr(firstErr, errs[gi])
-		} else if len(replies[gi]) > 0 && replies[gi][0] > 0 {
+	for _, r := range runs {
+		if r.err != nil {
+			firstErr = cmpErr(firstErr, r.err)
+		} else if len(r.rep) > 0 && r.rep[0] > 0 {
 			given = true
 		}
 	}

@@ -165,52 +165,68 @@ func (s *Redis) decideBatchInGo(ctx context.Context, calls []*call) error {
 // directly, on a cluster all in one pipeline (go-redis sends it as one
 // round trip per node).
 func (s *Redis) runGroups(ctx context.Context, groups [][]*call) {
-	type run struct {
-		calls []*call
-		keys  []string
-		args  []any
-		cmd   *redis.Cmd
-	}
-	runs := make([]run, 0, len(groups))
+	var runs []scriptRun
+	var runCalls [][]*call
 	for _, g := range groups {
 		keys, args, ok := runArgsOf(g)
 		if !ok {
-			// Too many rule specs for one run (hundreds of zones or
-			// limits): split, each part recording what it admits, for
-			// rollbackEntries to take back.
+			// Too many rule specs or keys for one run: split, each part
+			// recording what it admits, for rollbackEntries to take
+			// back.
 			for _, c := range g {
 				c.op = opDecide
 			}
 			s.runCalls(ctx, g)
 			continue
 		}
-		runs = append(runs, run{calls: g, keys: keys, args: args})
+		runs = append(runs, scriptRun{keys: keys, args: args})
+		runCalls = append(runCalls, g)
 	}
-	if len(runs) == 1 {
-		rep, err := s.run(ctx, runs[0].keys, runs[0].args)
-		hand(runs[0].calls, rep, err)
+	s.runAll(ctx, runs)
+	for i, r := range runs {
+		hand(runCalls[i], r.rep, r.err)
+	}
+}
+
+// scriptRun is one freqcap.lua run of runAll: its KEYS and ARGV, then its
+// reply.
+type scriptRun struct {
+	keys []string
+	args []any
+	rep  []int64
+	err  error
+}
+
+// runAll runs the scripts: one alone directly, more in one pipeline, which
+// go-redis sends as one round trip per node on a cluster.
+func (s *Redis) runAll(ctx context.Context, runs []scriptRun) {
+	switch len(runs) {
+	case 0:
+		return
+	case 1:
+		runs[0].rep, runs[0].err = s.run(ctx, runs[0].keys, runs[0].args)
 		return
 	}
+	cmds := make([]*redis.Cmd, len(runs))
 	_, _ = s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range runs {
-			runs[i].cmd = freqcapScript.EvalSha(ctx, pipe, runs[i].keys, runs[i].args...)
+			cmds[i] = freqcapScript.EvalSha(ctx, pipe, runs[i].keys, runs[i].args...)
 		}
 		return nil
 	})
-	for _, r := range runs {
-		v, err := r.cmd.Result()
+	for i := range runs {
+		r := &runs[i]
+		v, err := cmds[i].Result()
 		if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
 			// The script cache was emptied (a restart, a new master):
 			// nothing ran. Run loads it again.
 			v, err = freqcapScript.Run(ctx, s.client, r.keys, r.args...).Result()
 		}
-		var rep []int64
 		if err != nil {
-			err = classify(err)
+			r.err = classify(err)
 		} else {
-			rep, err = scriptInts(v)
+			r.rep, r.err = scriptInts(v)
 		}
-		hand(r.calls, rep, err)
 	}
 }
 
