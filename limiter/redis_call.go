@@ -57,3 +57,13 @@ func (s *Redis) calls(w *redisWork, op string, now int64) []*call {
 	w.calls[0] = c
 	return w.calls[:]
 }
+
+// wholeCall is a new call carrying every section of p, as a decision off a
+// cluster is (a batch's entries each have one).
+func wholeCall(p *plan, op string, now int64) *call {
+	c := &call{op: op, now: now, p: p, secs: make([]int, len(p.sections)), done: make(chan struct{}, 1)}
+	for si := range c.secs {
+		c.secs[si] = si
+	}
+	return c
+}

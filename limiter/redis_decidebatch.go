@@ -62,21 +62,16 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 		if err := p.build(s.opts.Prefix, &reqs[i], approx); err != nil {
 			return nil, fmt.Errorf("batch entry %d: %w", i, err)
 		}
-		if !s.cluster {
-			c := &call{op: op, now: nowArg, p: p, secs: make([]int, len(p.sections)), done: make(chan struct{}, 1)}
-			for si := range c.secs {
-				c.secs[si] = si
-			}
-			entryCalls[i] = []*call{c}
-			if len(groups) == 0 {
-				groups = append(groups, make([]*call, 0, len(reqs)))
-			}
-			groups[0] = append(groups[0], c)
-			continue
+		if s.cluster {
+			entryCalls[i] = s.callsByTag(p, op, nowArg)
+		} else {
+			entryCalls[i] = []*call{wholeCall(p, op, nowArg)}
 		}
-		entryCalls[i] = s.callsByTag(p, op, nowArg)
 		for _, c := range entryCalls[i] {
-			tag := hashTag(string(p.key(&p.sections[c.secs[0]])))
+			tag := "" // off a cluster, one group
+			if s.cluster {
+				tag = hashTag(string(p.key(&p.sections[c.secs[0]])))
+			}
 			gi, ok := tags[tag]
 			if !ok {
 				gi = len(groups)
