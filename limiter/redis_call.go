@@ -58,12 +58,46 @@ func (s *Redis) calls(w *redisWork, op string, now int64) []*call {
 	return w.calls[:]
 }
 
-// wholeCall is a new call carrying every section of p, as a decision off a
-// cluster is (a batch's entries each have one).
-func wholeCall(p *plan, op string, now int64) *call {
-	c := &call{op: op, now: now, p: p, secs: make([]int, len(p.sections)), done: make(chan struct{}, 1)}
-	for si := range c.secs {
-		c.secs[si] = si
+// wholeCalls are the calls of a batch's entries off a cluster: one an
+// entry, carrying every section of its plan. They come from a few
+// allocations for the whole batch instead of four an entry. Their done
+// channel is shared, with room for every call's one signal: a batch waits
+// for its round trips, never on a call.
+type wholeCalls struct {
+	calls []call
+	secs  []int
+	reply []int64
+	done  chan struct{}
+}
+
+func newWholeCalls(n int) *wholeCalls {
+	return &wholeCalls{calls: make([]call, 0, n), done: make(chan struct{}, n)}
+}
+
+// add returns the entry's call, with room for its reply.
+func (w *wholeCalls) add(p *plan, op string, now int64) *call {
+	if len(w.calls) == cap(w.calls) {
+		// More entries than announced: still correct, one allocation more.
+		return &call{op: op, now: now, p: p, secs: sectionIndices(p, nil), done: make(chan struct{}, 1)}
 	}
+	w.calls = append(w.calls, call{op: op, now: now, p: p, done: w.done})
+	c := &w.calls[len(w.calls)-1]
+	from := len(w.secs)
+	w.secs = sectionIndices(p, w.secs)
+	c.secs = w.secs[from:len(w.secs):len(w.secs)]
+	need := c.replyLen() - 1 // the run's now is not kept in the reply
+	if cap(w.reply)-len(w.reply) < need {
+		w.reply = make([]int64, 0, max(need, (cap(w.calls)-len(w.calls)+1)*need))
+	}
+	c.reply = w.reply[len(w.reply) : len(w.reply) : len(w.reply)+need]
+	w.reply = w.reply[:len(w.reply)+need]
 	return c
+}
+
+// sectionIndices appends the indices of every section of p to dst.
+func sectionIndices(p *plan, dst []int) []int {
+	for si := range p.sections {
+		dst = append(dst, si)
+	}
+	return dst
 }

@@ -55,6 +55,14 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 	entryCalls := make([][]*call, len(reqs))
 	var groups [][]*call // one script run each, the entries in order
 	tags := map[string]int{}
+	var whole *wholeCalls
+	var callPtrs []*call
+	if !s.cluster {
+		whole = newWholeCalls(len(reqs))
+		callPtrs = make([]*call, len(reqs))
+		groups = [][]*call{make([]*call, 0, len(reqs))}
+		tags[""] = 0
+	}
 	for i := range reqs {
 		nowArg, approx := s.nowArg(&reqs[i])
 		p := getPlan()
@@ -65,7 +73,8 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 		if s.cluster {
 			entryCalls[i] = s.callsByTag(p, op, nowArg)
 		} else {
-			entryCalls[i] = []*call{wholeCall(p, op, nowArg)}
+			callPtrs[i] = whole.add(p, op, nowArg)
+			entryCalls[i] = callPtrs[i : i+1 : i+1]
 		}
 		for _, c := range entryCalls[i] {
 			tag := "" // off a cluster, one group
