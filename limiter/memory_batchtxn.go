@@ -23,14 +23,14 @@ type batchTxn struct {
 type keyState uint8
 
 const (
-	keyUnread  keyState = iota // not looked up yet
+	keyUnread  keyState = iota // not looked up yet: txnKey.slot is where lock found it, or -1
 	keyMissing                 // not stored (or expired, or corrupt): nil until created
 	keyHeld                    // decoded (or created) in txnKey.k
 )
 
 // lock hashes the key of every section of plans, gives each distinct key
-// a txnKey (not read yet), and takes the shard locks in index order, as
-// memTxn.lock does. Before deciding plans[i], the caller sets base to the
+// a txnKey, takes the shard locks in index order, as memTxn.lock does, and
+// finds each key's slot (read and decoded when an entry first asks). Before deciding plans[i], the caller sets base to the
 // number of sections of the plans before it.
 func (tx *batchTxn) lock(plans []plan) {
 	m := tx.m
