@@ -17,16 +17,23 @@ import (
 const batchEntries = 500
 
 // nextBatch fills reqs with the stream's next len(reqs) requests, each with
-// values of its own (a stream reuses its one Request).
+// values of its own (a stream reuses its one Request). Each request's checks
+// and values are allocated on the first batch and filled in again for the
+// next ones: building the requests is the caller's work, not the store's,
+// and allocating them anew for every batch (five allocations an entry) was
+// a fifth of the time this benchmark measured.
 func (s *seedStream) nextBatch(reqs []Request) {
 	for i := range reqs {
 		r := s.next()
-		checks := make([]Check, len(r.Checks))
-		for k, c := range r.Checks {
-			c.Values = append([]string(nil), c.Values...)
-			checks[k] = c
+		q := &reqs[i]
+		if len(q.Checks) != len(r.Checks) {
+			q.Checks = make([]Check, len(r.Checks))
 		}
-		reqs[i] = Request{Now: r.Now, Checks: checks}
+		for k, c := range r.Checks {
+			c.Values = append(q.Checks[k].Values[:0], c.Values...)
+			q.Checks[k] = c
+		}
+		q.Now = r.Now
 	}
 }
 

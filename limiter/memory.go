@@ -226,12 +226,13 @@ type memTxn struct {
 	buf    []byte
 	shards []int    // the shards locked, ascending
 	hashes []uint64 // each section's key hashed
-	// base is where the plan being decided starts in hashes (a batch
-	// locks many plans at once).
+	// base is where the plan being decided starts in hashes (a batch,
+	// see batchTxn, locks many plans at once).
 	base int
-	// byHash finds the keys of a transaction that holds many (a batch)
-	// by their hash, so that finding one is not a scan; nil while there
-	// are few. A hash two keys share (never seen with 64 bits) names the
+	// byHash finds the keys of a transaction that holds many (a request
+	// over many keys; a batch reaches its keys by index, see batchTxn) by
+	// their hash, so that finding one is not a scan; nil while there are
+	// few. A hash two keys share (never seen with 64 bits) names the
 	// first, and the other is found by a scan.
 	byHash map[uint64]int
 }
@@ -297,14 +298,21 @@ func (tx *memTxn) reset() {
 	tx.shards, tx.hashes = tx.shards[:0], tx.hashes[:0]
 }
 
-func (tx *memTxn) add(sh *memShard, hash uint64, slot int32, key []byte) *txnKey {
+// next returns a new key of the transaction, empty, with the buffers of
+// one an earlier transaction used.
+func (tx *memTxn) next() *txnKey {
 	if tx.n == len(tx.keys) {
 		tx.keys = append(tx.keys, new(txnKey))
 	}
 	tk := tx.keys[tx.n]
 	tx.n++
-	tk.sh, tk.hash, tk.slot, tk.key, tk.touched = sh, hash, slot, key, false
 	tk.k.subs, tk.k.expireAt = tk.k.subs[:0], 0
+	return tk
+}
+
+func (tx *memTxn) add(sh *memShard, hash uint64, slot int32, key []byte) *txnKey {
+	tk := tx.next()
+	tk.sh, tk.hash, tk.slot, tk.key, tk.touched = sh, hash, slot, key, false
 	switch {
 	case tx.byHash != nil:
 		if _, taken := tx.byHash[hash]; !taken {

@@ -3,7 +3,6 @@ package limiter
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // DecideBatch implements Store. The batch is one transaction: the shards of
@@ -20,57 +19,62 @@ func (m *Memory) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode
 		return nil, nil
 	}
 	clock := m.now()
-	at := func(req *Request) time.Time {
-		if !req.Now.IsZero() {
-			return req.Now
-		}
-		return clock
-	}
-	plans := make([]*plan, len(reqs))
-	defer func() {
-		for _, p := range plans {
-			if p != nil {
-				p.release()
-			}
-		}
-	}()
+	w := m.batchWork(len(reqs))
+	defer w.release()
 	for i := range reqs {
-		plans[i] = getPlan()
-		if err := plans[i].build("", &reqs[i], at(&reqs[i])); err != nil {
+		at := clock
+		if !reqs[i].Now.IsZero() {
+			at = reqs[i].Now
+		}
+		if err := w.plans[i].build("", &reqs[i], at); err != nil {
 			return nil, fmt.Errorf("batch entry %d: %w", i, err)
 		}
+		w.nows[i] = at.UnixMilli()
 	}
-	w := m.work()
-	defer w.release()
-	tx := &w.tx
-	tx.lock(plans...)
-	defer tx.unlock()
+	written, err := w.decide(mode)
+	if err != nil {
+		return nil, err
+	}
+	// The decisions are made from the plans alone: out of the locks.
 	ds := make([]*Decision, len(reqs))
 	slab := newDecisionSlab(len(reqs))
-	for i, p := range plans {
-		now := at(&reqs[i]).UnixMilli()
-		admitted, err := decideOn(tx, p, now, true)
+	for i := range w.plans {
+		ds[i] = w.plans[i].finishFrom(slab, &reqs[i], w.nows[i], w.admitted[i])
+	}
+	if !written {
+		// The keys decoded for this transaction held the admitted
+		// entries' records; they were dropped with it, unwritten.
+		forgetIDs(ds)
+	}
+	return ds, nil
+}
+
+// decide decides w's plans in order under their keys' locks, and writes the
+// keys back unless mode drops the batch (then written is false).
+func (w *memBatchWork) decide(mode BatchMode) (written bool, err error) {
+	tx := &w.tx
+	tx.lock(w.plans)
+	defer tx.unlock()
+	denied := false
+	for i := range w.plans {
+		p := &w.plans[i]
+		admitted, err := decideOn(tx, p, w.nows[i], true)
 		if err != nil {
-			return nil, fmt.Errorf("batch entry %d: %w", i, err)
+			return false, fmt.Errorf("batch entry %d: %w", i, err)
 		}
 		if admitted {
 			for si, k := range p.keyLogs {
 				if k != nil {
-					tx.find(p.key(&p.sections[si]), tx.hashes[tx.base+si]).touched = true
+					tx.key(si).touched = true
 				}
 			}
 		}
-		ds[i] = p.finishFrom(slab, &reqs[i], now, admitted)
+		w.admitted[i] = admitted
+		denied = denied || !admitted
 		tx.base += len(p.sections)
 	}
-	if mode == BatchAll && anyDenied(ds) {
-		// The keys decoded for this transaction hold the admitted
-		// entries' records; they are dropped with it, unwritten.
-		forgetIDs(ds)
-		return ds, nil
+	if mode == BatchAll && denied {
+		return false, nil
 	}
-	if err := tx.commit(); err != nil {
-		return nil, err
-	}
-	return ds, nil
+	return true, tx.commit()
 }

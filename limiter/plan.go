@@ -20,12 +20,7 @@ type plan struct {
 	rules    []planRule // section i owns rules[r0:r1]
 	raw      []rawResult
 	checkSec []int      // section of each check
-	shards   []int      // memory store: shard indices to lock, ascending
-	hashes   []uint64   // memory store: each section's key hashed
 	keyLogs  []*keyLogs // each section's key, once looked up
-	tx       memTxn     // memory store: the keys decoded for this decision
-	call     call       // Redis store off a cluster: the decision's one call
-	calls    [1]*call
 }
 
 // section is one sub-log of one key and the rules that read it. All rules of
