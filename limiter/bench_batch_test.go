@@ -37,19 +37,19 @@ func (s *seedStream) nextBatch(reqs []Request) {
 	}
 }
 
-// keyState is what the keys of a benchmark's sends hold before them.
-type keyState int
+// keysBefore is what the keys of a benchmark's sends hold before them.
+type keysBefore int
 
 const (
-	keysAsTheyCome keyState = iota // a first round creates them, later ones update them
-	keysMade                       // made by a round before the timer (warm): every send updates
-	keysNew                        // every send is a recipient's first: it creates its key
+	keysAsTheyCome keysBefore = iota // a first round creates them, later ones update them
+	keysMade                         // made by a round before the timer (warm): every send updates
+	keysNew                          // every send is a recipient's first: it creates its key
 )
 
 // decideBatches decides b.N batches of batchEntries from perCPU callers a
 // CPU (one stream each), checking that every entry is admitted, and
 // reports entries/s and the time per entry.
-func decideBatches(b *testing.B, s Store, perCPU int, sends keyState) {
+func decideBatches(b *testing.B, s Store, perCPU int, sends keysBefore) {
 	streams := seedStreams(perCPU * runtime.GOMAXPROCS(0))
 	switch sends {
 	case keysMade:
@@ -126,7 +126,7 @@ func BenchmarkRedisDecideBatch(b *testing.B) {
 	for _, bc := range []struct {
 		name   string
 		perCPU int
-		keys   keyState
+		keys   keysBefore
 	}{
 		{"callers=1/cpu/keys=made", 1, keysMade},
 		{"callers=4/cpu/keys=made", 4, keysMade},
