@@ -37,91 +37,67 @@ func (p *Path) CheckDimension(other *Path) error {
 // of b.Entries: for a path without wildcards the same value for every
 // entry; otherwise the value at the entry's indices for other's
 // wildcards, Missing when it leads nowhere or to null. Arrays are not
-// expanded: an array is one value, rendered as compact JSON. The walk
-// visits only the elements that hold entries and renders each value
-// once, however many entries share it. It returns CheckDimension's error
-// for a path that cannot be resolved per entry.
+// expanded: an array is one value, rendered as compact JSON. Each value
+// is looked up from the element that holds it, which Enumerate noted (no
+// walk over the arrays again), and rendered once, however many entries
+// share it. It returns CheckDimension's error for a path that cannot be
+// resolved per entry.
 func (b *Batch) Resolve(other *Path) ([]Value, error) {
 	if err := b.Path.CheckDimension(other); err != nil {
 		return nil, err
 	}
-	if len(b.Entries) == 0 {
+	ents := b.Entries
+	if len(ents) == 0 {
 		return nil, nil
 	}
-	r := resolver{b: b, other: other, k: len(other.wild), out: make([]Value, len(b.Entries))}
-	r.level(skipSpace(b.Doc, 0), 0, 0, len(b.Entries))
-	all := string(r.t.buf)
+	k, segs, base := len(other.wild), other.segs, skipSpace(b.Doc, 0)
+	if k > 0 {
+		segs = segs[other.wild[k-1]+1:] // the rest, from the element at other's last wildcard
+	}
+	// Most batches have a value per entry: room for that at once.
+	t := texts{ends: make([]int, 0, len(ents))}
+	groups := make([]group, 0, len(ents))
+	for from := 0; from < len(ents); {
+		// The entries that share their first k indices share the value.
+		to := from + 1
+		for to < len(ents) && slices.Equal(ents[to].Indices[:k], ents[from].Indices[:k]) {
+			to++
+		}
+		pos := base
+		if k > 0 {
+			pos = ents[from].elems[k-1]
+		}
+		g := group{from: from, to: to}
+		pos, ok := follow(b.Doc, pos, segs)
+		if ok {
+			g.kind = kindAt(b.Doc, pos)
+		}
+		if g.kind == Missing {
+			t.ends = append(t.ends, len(t.buf))
+		} else {
+			t.add(b.Doc, pos, skipValue(b.Doc, pos), g.kind)
+		}
+		groups = append(groups, g)
+		from = to
+	}
+	out := make([]Value, len(ents))
+	all := string(t.buf)
 	from := 0
-	for i, g := range r.groups {
+	for i, g := range groups {
 		v := Value{Kind: g.kind}
 		if g.kind != Missing {
-			v.Text = all[from:r.t.ends[i]]
+			v.Text = all[from:t.ends[i]]
 		}
-		from = r.t.ends[i]
+		from = t.ends[i]
 		for j := g.from; j < g.to; j++ {
-			r.out[j] = v
+			out[j] = v
 		}
 	}
-	return r.out, nil
-}
-
-// resolver walks a batch's wildcard levels down to other's last wildcard.
-type resolver struct {
-	b      *Batch
-	other  *Path
-	k      int // other's wildcards
-	t      texts
-	groups []group
-	out    []Value
+	return out, nil
 }
 
 // group is the entries b.Entries[from:to], which share one value.
 type group struct {
 	from, to int
 	kind     Kind
-}
-
-// level handles the entries [from, to), which share their first L
-// indices; base is the element those indices name (the document for
-// L = 0).
-func (r *resolver) level(base, L, from, to int) {
-	doc, segs := r.b.Doc, r.b.Path.segs
-	start := 0
-	if L > 0 {
-		start = r.b.Path.wild[L-1] + 1
-	}
-	if L == r.k {
-		pos, ok := follow(doc, base, r.other.segs[start:])
-		g := group{from: from, to: to}
-		if ok {
-			g.kind = kindAt(doc, pos)
-		}
-		if g.kind == Missing {
-			r.t.ends = append(r.t.ends, len(r.t.buf))
-		} else {
-			r.t.add(doc, pos, skipValue(doc, pos), g.kind)
-		}
-		r.groups = append(r.groups, g)
-		return
-	}
-	arr, ok := follow(doc, base, segs[start:r.b.Path.wild[L]])
-	if !ok || at(doc, arr) != '[' {
-		return // not reached: Enumerate found entries here
-	}
-	ents := r.b.Entries
-	for it := iterate(doc, arr); from < to; {
-		k, elem, _, ok := it.next()
-		if !ok {
-			return
-		}
-		if ents[from].Indices[L] != k {
-			continue
-		}
-		end := from + 1
-		for end < to && ents[end].Indices[L] == k {
-			end++
-		}
-		r.level(elem, L+1, from, end)
-		from = end
-	}
 }

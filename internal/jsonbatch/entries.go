@@ -36,6 +36,9 @@ type Entry struct {
 	Indices []int
 	// Start and End delimit the value's bytes in Doc.
 	Start, End int
+	// elems holds the start in Doc of the element each of Indices names,
+	// so that Resolve goes straight to an entry's message.
+	elems []int
 }
 
 // Miss is one place where the path found nothing: a member absent, an
@@ -89,7 +92,7 @@ func (p *Path) Enumerate(doc []byte, max int) (*Batch, error) {
 		for i, h := range w.found {
 			e := &b.Entries[i]
 			e.Kind = kindAt(doc, h.start)
-			e.Indices = w.indices(h)
+			e.Indices, e.elems = w.indices(h), w.elements(h)
 			e.Start, e.End = h.start, h.end
 			t.add(doc, h.start, h.end, e.Kind)
 		}

@@ -1,8 +1,9 @@
 package jsonbatch
 
 // walker visits the values a path names in a document, in body order,
-// recording each as found or missing. Indices are recorded into one
-// shared slice, so a walk allocates per batch, not per value.
+// recording each as found or missing. Indices, and the starts of the
+// elements they name, are recorded into shared slices, so a walk
+// allocates per batch, not per value.
 type walker struct {
 	doc    []byte
 	p      *Path
@@ -10,7 +11,9 @@ type walker struct {
 	limit  int  // stop once found+missing exceeds limit (0: never)
 
 	idx     []int // the indices of the wildcards being walked
+	pos     []int // the starts of the elements idx names
 	idxs    []int // every recorded index tuple, back to back
+	elems   []int // every recorded pos, parallel to idxs
 	found   []hit
 	missing []hit
 	over    bool // stopped at limit+1
@@ -26,6 +29,7 @@ type hit struct {
 // run walks the whole document.
 func (w *walker) run() {
 	w.idx = make([]int, 0, len(w.p.wild)+1)
+	w.pos = make([]int, 0, len(w.p.wild)+1)
 	w.from(skipSpace(w.doc, 0), 0)
 }
 
@@ -47,12 +51,12 @@ func (w *walker) from(pos, si int) bool {
 				if !ok {
 					break
 				}
-				w.idx = append(w.idx[:n], k)
+				w.idx, w.pos = append(w.idx[:n], k), append(w.pos[:n], start)
 				if !w.from(start, si+1) {
 					return false
 				}
 			}
-			w.idx = w.idx[:n]
+			w.idx, w.pos = w.idx[:n], w.pos[:n]
 			return true
 		}
 		ok := false
@@ -78,13 +82,13 @@ func (w *walker) from(pos, si int) bool {
 			if !ok {
 				break
 			}
-			w.idx = append(w.idx[:n], k)
+			w.idx, w.pos = append(w.idx[:n], k), append(w.pos[:n], start)
 			null := at(doc, start) == 'n'
 			if !w.record(!null, start, end) {
 				return false
 			}
 		}
-		w.idx = w.idx[:n]
+		w.idx, w.pos = w.idx[:n], w.pos[:n]
 		return true
 	}
 	return w.record(true, pos, skipValue(doc, pos))
@@ -95,6 +99,7 @@ func (w *walker) from(pos, si int) bool {
 func (w *walker) record(found bool, start, end int) bool {
 	from := len(w.idxs)
 	w.idxs = append(w.idxs, w.idx...)
+	w.elems = append(w.elems, w.pos...)
 	h := hit{from: from, to: len(w.idxs), start: start, end: end}
 	if found {
 		w.found = append(w.found, h)
@@ -112,6 +117,11 @@ func (w *walker) record(found bool, start, end int) bool {
 // shared slice no longer grows).
 func (w *walker) indices(h hit) []int {
 	return w.idxs[h.from:h.to:h.to]
+}
+
+// elements returns the starts of the elements h's indices name.
+func (w *walker) elements(h hit) []int {
+	return w.elems[h.from:h.to:h.to]
 }
 
 // follow walks segs, none of them a wildcard, from the value at doc[pos]
