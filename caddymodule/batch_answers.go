@@ -42,9 +42,9 @@ func worstDenied(ds []*limiter.Decision) int {
 }
 
 // writeBatchDenial answers a refused batch: the quota headers are set.
-func (h *Handler) writeBatchDenial(w http.ResponseWriter, b *jsonbatch.Batch, entries []batchEntry, ds []*limiter.Decision, denied []int) error {
+func (h *Handler) writeBatchDenial(w http.ResponseWriter, b *jsonbatch.Batch, reqs []limiter.Request, ds []*limiter.Decision, denied []int) error {
 	worst := worstDenied(ds)
-	p := batchProblem{problem: newProblem(h.StatusCode, &entries[worst].req, ds[worst])}
+	p := batchProblem{problem: newProblem(h.StatusCode, &reqs[worst], ds[worst])}
 	p.Detail = fmt.Sprintf("%d of %d entries denied; %s", len(denied), len(ds), p.Detail)
 	p.Denied = make([]deniedEntry, 0, len(denied))
 	for _, i := range denied {
