@@ -65,7 +65,7 @@ func (b *Batch) Resolve(other *Path) ([]Value, error) {
 		}
 		pos := base
 		if k > 0 {
-			pos = ents[from].elems[k-1]
+			pos = b.elems[ents[from].tuple+k-1]
 		}
 		g := group{from: from, to: to}
 		pos, ok := follow(b.Doc, pos, segs)
@@ -73,7 +73,7 @@ func (b *Batch) Resolve(other *Path) ([]Value, error) {
 			g.kind = kindAt(b.Doc, pos)
 		}
 		if g.kind == Missing {
-			t.ends = append(t.ends, len(t.buf))
+			t.missing()
 		} else {
 			t.add(b.Doc, pos, skipValue(b.Doc, pos), g.kind)
 		}
@@ -81,18 +81,12 @@ func (b *Batch) Resolve(other *Path) ([]Value, error) {
 		from = to
 	}
 	out := make([]Value, len(ents))
-	all := string(t.buf)
-	from := 0
-	for i, g := range groups {
-		v := Value{Kind: g.kind}
-		if g.kind != Missing {
-			v.Text = all[from:t.ends[i]]
-		}
-		from = t.ends[i]
+	t.each(func(i int, text string) {
+		g := groups[i]
 		for j := g.from; j < g.to; j++ {
-			out[j] = v
+			out[j] = Value{Text: text, Kind: g.kind} // a missing value's text is empty
 		}
-	}
+	})
 	return out, nil
 }
 

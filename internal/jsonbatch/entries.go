@@ -24,6 +24,10 @@ type Batch struct {
 	// body order. A dimension with on_missing reject refuses a batch with
 	// any; with skip they are simply not entries.
 	Missing []Miss
+	// elems holds, for each entry at Entry.tuple, the start in Doc of the
+	// element each of its Indices names, so that Resolve goes straight to
+	// an entry's message.
+	elems []int
 }
 
 // Entry is one recipient entry: a value the batch path names.
@@ -36,9 +40,8 @@ type Entry struct {
 	Indices []int
 	// Start and End delimit the value's bytes in Doc.
 	Start, End int
-	// elems holds the start in Doc of the element each of Indices names,
-	// so that Resolve goes straight to an entry's message.
-	elems []int
+	// tuple is where Indices start in Batch.elems.
+	tuple int
 }
 
 // Miss is one place where the path found nothing: a member absent, an
@@ -87,18 +90,18 @@ func (p *Path) Enumerate(doc []byte, max int) (*Batch, error) {
 		for _, h := range w.found {
 			size += h.end - h.start
 		}
-		t := texts{buf: make([]byte, 0, size), ends: make([]int, 0, len(w.found))}
+		t := texts{ends: make([]int, 0, len(w.found))}
+		t.buf.Grow(size)
 		b.Entries = make([]Entry, len(w.found))
 		for i, h := range w.found {
 			e := &b.Entries[i]
 			e.Kind = kindAt(doc, h.start)
-			e.Indices, e.elems = w.indices(h), w.elements(h)
+			e.Indices, e.tuple = w.indices(h), h.from
 			e.Start, e.End = h.start, h.end
 			t.add(doc, h.start, h.end, e.Kind)
 		}
-		for i, s := range t.strings() {
-			b.Entries[i].Text = s
-		}
+		t.each(func(i int, text string) { b.Entries[i].Text = text })
+		b.elems = w.elems
 	}
 	for _, h := range w.missing {
 		idx := w.indices(h)

@@ -119,11 +119,6 @@ func (w *walker) indices(h hit) []int {
 	return w.idxs[h.from:h.to:h.to]
 }
 
-// elements returns the starts of the elements h's indices name.
-func (w *walker) elements(h hit) []int {
-	return w.elems[h.from:h.to:h.to]
-}
-
 // follow walks segs, none of them a wildcard, from the value at doc[pos]
 // and returns the start of the value they lead to.
 func follow(doc []byte, pos int, segs []segment) (int, bool) {
