@@ -54,9 +54,11 @@ func (b *Batch) Resolve(other *Path) ([]Value, error) {
 	if k > 0 {
 		segs = segs[other.wild[k-1]+1:] // the rest, from the element at other's last wildcard
 	}
-	// Most batches have a value per entry: room for that at once.
-	t := texts{ends: make([]int, 0, len(ents))}
+	// First the values' spans, then their texts, into a buffer of the
+	// spans' size (which holds them but for an object's escapes): most
+	// batches have a value per entry, hundreds of them.
 	groups := make([]group, 0, len(ents))
+	size := 0
 	for from := 0; from < len(ents); {
 		// The entries that share their first k indices share the value.
 		to := from + 1
@@ -67,31 +69,43 @@ func (b *Batch) Resolve(other *Path) ([]Value, error) {
 		if k > 0 {
 			pos = b.elems[ents[from].tuple+k-1]
 		}
-		g := group{from: from, to: to}
-		pos, ok := follow(b.Doc, pos, segs)
-		if ok {
+		g := group{from: from}
+		if pos, ok := follow(b.Doc, pos, segs); ok {
 			g.kind = kindAt(b.Doc, pos)
-		}
-		if g.kind == Missing {
-			t.missing()
-		} else {
-			t.add(b.Doc, pos, skipValue(b.Doc, pos), g.kind)
+			if g.kind != Missing {
+				g.start, g.end = pos, skipValue(b.Doc, pos)
+				size += g.end - g.start
+			}
 		}
 		groups = append(groups, g)
 		from = to
 	}
+	t := texts{ends: make([]int, 0, len(groups))}
+	t.buf.Grow(size)
+	for _, g := range groups {
+		if g.kind == Missing {
+			t.missing()
+		} else {
+			t.add(b.Doc, g.start, g.end, g.kind)
+		}
+	}
 	out := make([]Value, len(ents))
 	t.each(func(i int, text string) {
-		g := groups[i]
-		for j := g.from; j < g.to; j++ {
+		g, to := groups[i], len(ents)
+		if i+1 < len(groups) {
+			to = groups[i+1].from
+		}
+		for j := g.from; j < to; j++ {
 			out[j] = Value{Text: text, Kind: g.kind} // a missing value's text is empty
 		}
 	})
 	return out, nil
 }
 
-// group is the entries b.Entries[from:to], which share one value.
+// group is the entries from b.Entries[from] to the next group's first,
+// which share one value: of kind, at Doc[start:end].
 type group struct {
-	from, to int
-	kind     Kind
+	from       int
+	start, end int
+	kind       Kind
 }
