@@ -76,15 +76,17 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 	// A batch is refused under reject when any entry is denied, under
 	// drop when every entry is; never under dry_run.
 	refused := !h.DryRun && len(denied) > 0 && (!bc.drop || len(denied) == len(ds))
+	tally := h.newBatchTally()
 	for i, d := range ds {
 		// The admitted entries of a refused batch recorded nothing, so
 		// they count nothing, as a rule that would have admitted a
 		// refused single send counts nothing.
 		if !refused || !d.Allowed {
-			h.metrics.countDecision(d, h.DryRun, reqs[i].Exempt)
+			tally.count(h, d, reqs[i].Exempt)
 		}
 		h.logShadows(&reqs[i], d)
 	}
+	tally.add(h)
 	view := h.batchView(ds)
 	setBatchPlaceholders(repl, view, ds)
 	setQuotaHeaders(w.Header(), view)

@@ -68,12 +68,16 @@ func (h *Handler) batchView(ds []*limiter.Decision) *limiter.Decision {
 	slots := make([]limiter.Result, len(h.rules))
 	have := make([]bool, len(h.rules))
 	for _, d := range ds {
+		k := 0
 		for _, res := range d.Results {
-			k := bc.rulePos[res.Rule]
+			if k = h.ruleIndex(res.Rule, k); k < 0 {
+				k = bc.rulePos[res.Rule] // not one of h.rules: not expected
+			}
 			cur := &slots[k]
 			if !have[k] || res.Remaining < cur.Remaining || (res.Remaining == cur.Remaining && res.Reset > cur.Reset) {
 				*cur, have[k] = res, true
 			}
+			k++
 		}
 	}
 	view := &limiter.Decision{Allowed: true, Denier: -1}
