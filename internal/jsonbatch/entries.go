@@ -76,12 +76,20 @@ func (p *Path) Enumerate(doc []byte, max int) (*Batch, error) {
 	if max <= 0 {
 		max = DefaultMax
 	}
-	w := walker{doc: doc, p: p, expand: true, limit: max}
+	w := newWalker(doc, p, true, max)
+	defer w.done()
 	w.run()
 	if w.over {
 		return nil, fmt.Errorf("%w: more than %d", ErrTooMany, max)
 	}
 	b := &Batch{Doc: doc, Path: p}
+	// The index tuples and element starts are copied out of the walk's
+	// scratch, into one array of their size.
+	n := len(w.idxs)
+	kept := make([]int, 2*n)
+	copy(kept, w.idxs)
+	copy(kept[n:], w.elems)
+	indices := func(h hit) []int { return kept[h.from:h.to:h.to] }
 	if len(w.found) > 0 {
 		// Rendered text is at most as long as the bytes it comes from
 		// (but for an object's escapes), so one buffer of their size
@@ -96,15 +104,15 @@ func (p *Path) Enumerate(doc []byte, max int) (*Batch, error) {
 		for i, h := range w.found {
 			e := &b.Entries[i]
 			e.Kind = kindAt(doc, h.start)
-			e.Indices, e.tuple = w.indices(h), h.from
+			e.Indices, e.tuple = indices(h), h.from
 			e.Start, e.End = h.start, h.end
 			t.add(doc, h.start, h.end, e.Kind)
 		}
 		t.each(func(i int, text string) { b.Entries[i].Text = text })
-		b.elems = w.elems
+		b.elems = kept[n:]
 	}
 	for _, h := range w.missing {
-		idx := w.indices(h)
+		idx := indices(h)
 		b.Missing = append(b.Missing, Miss{Path: p.concrete(idx), Indices: idx})
 	}
 	return b, nil
