@@ -38,12 +38,12 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 			return (&failure{status: http.StatusBadRequest, reason: "missing value for dimension " + name + " at " + b.Missing[0].Path, dimension: name}).write(w)
 		}
 	}
-	entries, fail := h.batchRequests(repl, b)
+	reqs, quiet, fail := h.batchRequests(repl, b)
 	if fail != nil {
 		undecided(repl)
 		return fail.write(w)
 	}
-	if !anyApplies(entries) {
+	if !anyApplies(reqs, quiet) {
 		undecided(repl)
 		return next.ServeHTTP(w, r)
 	}
@@ -54,10 +54,10 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 	if bc.drop || h.DryRun {
 		mode = limiter.BatchEach
 	}
-	ds, err := h.decideBatch(r.Context(), entries, mode)
+	ds, err := h.decideBatch(r.Context(), reqs, quiet, mode)
 	if err != nil {
-		for i := range entries {
-			h.metrics.countFailure(&entries[i].req)
+		for i := range reqs {
+			h.metrics.countFailure(&reqs[i])
 		}
 		h.warns.add(opDecide, err)
 		undecided(repl)
@@ -76,23 +76,25 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 	// A batch is refused under reject when any entry is denied, under
 	// drop when every entry is; never under dry_run.
 	refused := !h.DryRun && len(denied) > 0 && (!bc.drop || len(denied) == len(ds))
+	tally := h.newBatchTally()
 	for i, d := range ds {
 		// The admitted entries of a refused batch recorded nothing, so
 		// they count nothing, as a rule that would have admitted a
 		// refused single send counts nothing.
 		if !refused || !d.Allowed {
-			h.metrics.countDecision(d, h.DryRun, entries[i].req.Exempt)
+			tally.count(h, d, reqs[i].Exempt)
 		}
-		h.logShadows(&entries[i].req, d)
+		h.logShadows(&reqs[i], d)
 	}
+	tally.add(h)
 	view := h.batchView(ds)
 	setBatchPlaceholders(repl, view, ds)
 	setQuotaHeaders(w.Header(), view)
 	if len(denied) > 0 {
-		h.logBatchDenial(b, entries, ds, denied)
+		h.logBatchDenial(b, reqs, ds, denied)
 	}
 	if refused {
-		return h.writeBatchDenial(w, b, entries, ds, denied)
+		return h.writeBatchDenial(w, b, reqs, ds, denied)
 	}
 
 	var ids []string // only refunds need them: most batches make none
@@ -137,9 +139,9 @@ func recordedIDs(ds []*limiter.Decision) []string {
 }
 
 // anyApplies reports whether some entry has a rule to decide.
-func anyApplies(entries []batchEntry) bool {
-	for i := range entries {
-		if len(entries[i].req.Checks) > 0 || len(entries[i].quiet) > 0 {
+func anyApplies(reqs []limiter.Request, quiet [][]quietHit) bool {
+	for i := range reqs {
+		if len(reqs[i].Checks) > 0 || (quiet != nil && len(quiet[i]) > 0) {
 			return true
 		}
 	}

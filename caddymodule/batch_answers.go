@@ -42,9 +42,9 @@ func worstDenied(ds []*limiter.Decision) int {
 }
 
 // writeBatchDenial answers a refused batch: the quota headers are set.
-func (h *Handler) writeBatchDenial(w http.ResponseWriter, b *jsonbatch.Batch, entries []batchEntry, ds []*limiter.Decision, denied []int) error {
+func (h *Handler) writeBatchDenial(w http.ResponseWriter, b *jsonbatch.Batch, reqs []limiter.Request, ds []*limiter.Decision, denied []int) error {
 	worst := worstDenied(ds)
-	p := batchProblem{problem: newProblem(h.StatusCode, &entries[worst].req, ds[worst])}
+	p := batchProblem{problem: newProblem(h.StatusCode, &reqs[worst], ds[worst])}
 	p.Detail = fmt.Sprintf("%d of %d entries denied; %s", len(denied), len(ds), p.Detail)
 	p.Denied = make([]deniedEntry, 0, len(denied))
 	for _, i := range denied {
@@ -68,12 +68,16 @@ func (h *Handler) batchView(ds []*limiter.Decision) *limiter.Decision {
 	slots := make([]limiter.Result, len(h.rules))
 	have := make([]bool, len(h.rules))
 	for _, d := range ds {
+		k := 0
 		for _, res := range d.Results {
-			k := bc.rulePos[res.Rule]
+			if k = h.ruleIndex(res.Rule, k); k < 0 {
+				k = bc.rulePos[res.Rule] // not one of h.rules: not expected
+			}
 			cur := &slots[k]
 			if !have[k] || res.Remaining < cur.Remaining || (res.Remaining == cur.Remaining && res.Reset > cur.Reset) {
 				*cur, have[k] = res, true
 			}
+			k++
 		}
 	}
 	view := &limiter.Decision{Allowed: true, Denier: -1}

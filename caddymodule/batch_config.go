@@ -28,6 +28,11 @@ type batchConfig struct {
 	// rulePos is each rule's index in Handler.rules, for the quota
 	// headers' combined view.
 	rulePos map[*limiter.Rule]int
+	// rowSpan holds, by index of Handler.rules, the run [lo, hi) of
+	// Handler.dims that the rule's dimensions are, in order, or {-1, -1}
+	// when they are none: such a rule's checks take their Values out of
+	// each entry's row of dimension values (see batchRequests).
+	rowSpan [][2]int
 	drop    bool
 	splice  bool
 	max     int
@@ -84,9 +89,11 @@ func (h *Handler) compileBatch() error {
 	n := len(h.rules)
 	bc.costs, bc.zones, bc.limits = make([]*jsonbatch.Path, n), make([]*jsonbatch.Path, n), make([]*jsonbatch.Path, n)
 	bc.rulePos = make(map[*limiter.Rule]int, n)
+	bc.rowSpan = make([][2]int, n)
 	for i := range h.rules {
 		cr := &h.rules[i]
 		bc.rulePos[cr.rule] = i
+		bc.rowSpan[i] = dimsRun(cr.dims)
 		var err error
 		if bc.costs[i], err = perEntry("rule "+cr.rule.Name+": cost", cr.costExpr); err != nil {
 			return err
@@ -124,6 +131,20 @@ func (h *Handler) compileBatch() error {
 	bc.drop, bc.splice, bc.max = h.Batch == BatchDrop, h.Splice != "", h.MaxBatch
 	h.batch = bc
 	return nil
+}
+
+// dimsRun returns [lo, hi) when dims are lo, lo+1, ..., hi-1, else
+// {-1, -1} (also for no dims: such a rule has no values to share).
+func dimsRun(dims []int) [2]int {
+	if len(dims) == 0 {
+		return [2]int{-1, -1}
+	}
+	for k, di := range dims {
+		if di != dims[0]+k {
+			return [2]int{-1, -1}
+		}
+	}
+	return [2]int{dims[0], dims[0] + len(dims)}
 }
 
 // checkNoBatch refuses the batch settings, and wildcards in costs, zones,

@@ -17,51 +17,87 @@ import (
 // whose every rule was left out (on_missing skip) is not sent either and
 // is admitted. The checks of an entry the store did not decide are
 // dropped, so that Results and Checks stay parallel.
-func (h *Handler) decideBatch(ctx context.Context, entries []batchEntry, mode limiter.BatchMode) ([]*limiter.Decision, error) {
-	refused := make([]bool, len(entries))
+func (h *Handler) decideBatch(ctx context.Context, reqs []limiter.Request, quiet [][]quietHit, mode limiter.BatchMode) ([]*limiter.Decision, error) {
+	var refused []bool // nil when no quiet rule holds any entry
 	anyRefused := false
-	for i := range entries {
-		e := &entries[i]
-		if e.req.Exempt {
-			continue
-		}
-		for _, q := range e.quiet {
-			if !q.check.Shadow {
-				refused[i], anyRefused = true, true
+	if quiet != nil {
+		refused = make([]bool, len(reqs))
+		for i := range reqs {
+			if reqs[i].Exempt {
+				continue
+			}
+			for _, q := range quiet[i] {
+				if !q.check.Shadow {
+					refused[i], anyRefused = true, true
+				}
 			}
 		}
 	}
-	ds := make([]*limiter.Decision, len(entries))
-	if mode != limiter.BatchAll || !anyRefused {
-		reqs := make([]limiter.Request, 0, len(entries))
-		at := make([]int, 0, len(entries))
-		for i := range entries {
-			if !refused[i] && len(entries[i].req.Checks) > 0 {
-				reqs = append(reqs, entries[i].req)
-				at = append(at, i)
-			}
+	if mode == limiter.BatchAll && anyRefused {
+		return h.undecidedBatch(reqs, quiet, make([]*limiter.Decision, len(reqs))), nil
+	}
+	// Most batches send every entry to the store: then reqs go as they
+	// are, and its answers are the batch's.
+	all := !anyRefused
+	for i := 0; all && i < len(reqs); i++ {
+		all = len(reqs[i].Checks) > 0
+	}
+	if all {
+		ds, err := h.storeDecideBatch(ctx, reqs, mode)
+		if err != nil {
+			return nil, err
 		}
-		if len(reqs) > 0 {
-			start := time.Now()
-			got, err := h.store.DecideBatch(ctx, reqs, mode)
-			h.metrics.decide.observe(start, err)
-			if err != nil {
-				return nil, err
-			}
-			h.noteStore(got[0]) // once per request, as for a single send
-			for k, i := range at {
-				ds[i] = got[k]
-			}
+		return h.undecidedBatch(reqs, quiet, ds), nil
+	}
+	sent := make([]limiter.Request, 0, len(reqs))
+	at := make([]int, 0, len(reqs))
+	for i := range reqs {
+		if (refused == nil || !refused[i]) && len(reqs[i].Checks) > 0 {
+			sent = append(sent, reqs[i])
+			at = append(at, i)
 		}
 	}
-	now := time.Now()
-	for i := range entries {
-		e := &entries[i]
+	ds := make([]*limiter.Decision, len(reqs))
+	if len(sent) > 0 {
+		got, err := h.storeDecideBatch(ctx, sent, mode)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range at {
+			ds[i] = got[k]
+		}
+	}
+	return h.undecidedBatch(reqs, quiet, ds), nil
+}
+
+// storeDecideBatch asks the store, timed and counted.
+func (h *Handler) storeDecideBatch(ctx context.Context, reqs []limiter.Request, mode limiter.BatchMode) ([]*limiter.Decision, error) {
+	start := time.Now()
+	got, err := h.store.DecideBatch(ctx, reqs, mode)
+	h.metrics.decide.observe(start, err)
+	if err != nil {
+		return nil, err
+	}
+	h.noteStore(got[0]) // once per request, as for a single send
+	return got, nil
+}
+
+// undecidedBatch completes ds, the store's answers by entry: an entry the
+// store did not decide is admitted with no checks; then each entry gets
+// its quiet rules' answers.
+func (h *Handler) undecidedBatch(reqs []limiter.Request, quiet [][]quietHit, ds []*limiter.Decision) []*limiter.Decision {
+	var now time.Time
+	for i := range reqs {
 		if ds[i] == nil {
+			if now.IsZero() {
+				now = time.Now()
+			}
 			ds[i] = &limiter.Decision{Allowed: true, Denier: -1, Now: now}
-			e.req.Checks = e.req.Checks[:0]
+			reqs[i].Checks = reqs[i].Checks[:0]
 		}
-		addQuiet(&e.req, ds[i], e.quiet)
+		if quiet != nil {
+			addQuiet(&reqs[i], ds[i], quiet[i])
+		}
 	}
-	return ds, nil
+	return ds
 }

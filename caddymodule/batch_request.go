@@ -10,25 +10,35 @@ import (
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
-// batchEntry is one recipient entry's request, made as Handler.request
-// makes a single send's, with the quiet rules that hold it.
-type batchEntry struct {
-	req   limiter.Request
-	quiet []quietHit
-}
-
 // entryText is an expression's value for each entry of a batch: one text
-// for all (each nil), or each entry's own.
+// for all, or (perEntry) each entry's own, from each or, for the batch
+// dimension, from the entries themselves (not copied: a batch is
+// hundreds of them).
 type entryText struct {
-	all  string
-	each []jsonbatch.Value
+	all      string
+	each     []jsonbatch.Value
+	ents     []jsonbatch.Entry
+	perEntry bool
 }
 
 func (t *entryText) at(i int) string {
-	if t.each != nil {
+	switch {
+	case t.each != nil:
 		return t.each[i].Text
+	case t.ents != nil:
+		return t.ents[i].Text
 	}
 	return t.all
+}
+
+// firstMissing returns the first entry whose text is empty, or -1.
+func (t *entryText) firstMissing(n int) int {
+	for i := range n {
+		if t.at(i) == "" {
+			return i
+		}
+	}
+	return -1
 }
 
 // textOf resolves expr for a batch: per entry when p (its wildcard path)
@@ -40,36 +50,36 @@ func textOf(repl *caddy.Replacer, b *jsonbatch.Batch, p *jsonbatch.Path, expr st
 		}
 		return entryText{all: repl.ReplaceAll(expr, "")}
 	}
-	if len(b.Entries) == 0 {
-		// No entry, so no entry without a value: not the one text for all,
-		// which would be empty and read as missing.
-		return entryText{each: []jsonbatch.Value{}}
-	}
+	// With no entry there is no entry without a value: not the one text
+	// for all, which would be empty and read as missing.
 	vs, _ := b.Resolve(p) // compileBatch checked p against the batch path
-	return entryText{each: vs}
+	return entryText{each: vs, perEntry: true}
 }
 
-// batchRequests makes each entry's request. A value missing under
-// on_missing reject is a 400 naming the dimension and, for a per-entry
-// value, the entry; under skip the rules that need it are left out for
-// that entry, as for a single send. Rules' Values share one backing
-// array, so that a batch costs a few allocations, not one per check.
-func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]batchEntry, *failure) {
+// batchRequests makes each entry's request (reqs) and, when a quiet
+// range holds some entry, each entry's quiet rules that hold it (quiet,
+// else nil). A value missing under on_missing reject is a 400 naming the
+// dimension and, for a per-entry value, the entry; under skip the rules
+// that need it are left out for that entry, as for a single send.
+//
+// A batch costs a few allocations, not several per entry: the checks
+// share one backing array, and so do their Values, where each entry's
+// dimension values are laid out once, in the order of Handler.dims (its
+// row), and a rule whose dimensions are a run of that order
+// (batchConfig.rowSpan: the seed's rules are) takes its Values from the
+// row rather than a copy.
+func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]limiter.Request, [][]quietHit, *failure) {
 	bc := h.batch
 	n := len(b.Entries)
 	vals := make([]entryText, len(h.dims))
 	for di, d := range h.dims {
 		if di == bc.dim {
-			each := make([]jsonbatch.Value, n)
-			for i := range b.Entries {
-				each[i] = b.Entries[i].Value
-			}
-			vals[di] = entryText{each: each}
+			vals[di] = entryText{ents: b.Entries, perEntry: true}
 		} else {
 			vals[di] = textOf(repl, b, bc.dims[di], d.expr)
 		}
 		if f := h.checkMissing(b, di, &vals[di]); f != nil {
-			return nil, f
+			return nil, nil, f
 		}
 	}
 	var exempt entryText
@@ -79,43 +89,64 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]bat
 	costs := make([]entryText, len(h.rules))
 	zones := make([]entryText, len(h.rules))
 	limits := make([]entryText, len(h.rules))
-	width := 0
+	width := len(h.dims) // the row, then the rules' own Values
 	for ri := range h.rules {
 		cr := &h.rules[ri]
 		costs[ri] = textOf(repl, b, bc.costs[ri], cr.costExpr)
 		zones[ri] = textOf(repl, b, bc.zones[ri], cr.zoneExpr)
 		limits[ri] = textOf(repl, b, bc.limits[ri], cr.limitExpr)
-		width += len(cr.dims)
+		if bc.rowSpan[ri][0] < 0 {
+			width += len(cr.dims)
+		}
 	}
 
 	var zoneMemo batchZones
-	entries := make([]batchEntry, n)
+	var quiet [][]quietHit
+	reqs := make([]limiter.Request, n)
 	checks := make([]limiter.Check, 0, n*len(h.rules))
 	values := make([]string, 0, n*width)
 	now := time.Now()
-	for i := range entries {
-		e := &entries[i]
-		e.req.Exempt = h.exempt != nil && h.exempt[exempt.at(i)]
+	for i := range reqs {
+		req := &reqs[i]
+		req.Exempt = h.exempt != nil && h.exempt[exempt.at(i)]
 		first := len(checks)
+		for di := range vals {
+			values = append(values, vals[di].at(i))
+		}
+		row := values[len(values)-len(vals) : len(values) : len(values)]
 	rules:
 		for ri := range h.rules {
 			cr := &h.rules[ri]
-			from := len(values)
-			for _, di := range cr.dims {
-				v := vals[di].at(i)
-				if v == "" {
-					values = values[:from]
-					continue rules
+			var vs []string
+			if span := bc.rowSpan[ri]; span[0] >= 0 {
+				vs = row[span[0]:span[1]:span[1]]
+				for _, v := range vs {
+					if v == "" {
+						continue rules
+					}
 				}
-				values = append(values, v)
+			} else {
+				from := len(values)
+				for _, di := range cr.dims {
+					v := row[di]
+					if v == "" {
+						values = values[:from]
+						continue rules
+					}
+					values = append(values, v)
+				}
+				vs = values[from:len(values):len(values)]
 			}
-			c := limiter.Check{Rule: cr.rule, Values: values[from:len(values):len(values)], Cost: cr.cost, Shadow: cr.shadow}
+			c := limiter.Check{Rule: cr.rule, Values: vs, Cost: cr.cost, Shadow: cr.shadow}
 			if cr.zoneExpr != "" {
 				c.Zone = zoneMemo.of(zones[ri].at(i))
 			}
 			if q := cr.rule.Quiet; q != nil {
 				if until, in := q.Until(now, c.Zone); in {
-					e.quiet = append(e.quiet, quietHit{check: c, until: until})
+					if quiet == nil {
+						quiet = make([][]quietHit, n)
+					}
+					quiet[i] = append(quiet[i], quietHit{check: c, until: until})
 				}
 				continue
 			}
@@ -124,20 +155,20 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]bat
 			if cr.costExpr != "" {
 				if c.Cost, fail = cr.costOf(costs[ri].at(i), ""); fail != nil {
 					_, fail = cr.costOf(costs[ri].at(i), " at "+b.EntryPath(i))
-					return nil, fail
+					return nil, nil, fail
 				}
 			}
 			if cr.limitExpr != "" {
 				if c.Limit, fail = cr.limitOf(limits[ri].at(i), ""); fail != nil {
 					_, fail = cr.limitOf(limits[ri].at(i), " at "+b.EntryPath(i))
-					return nil, fail
+					return nil, nil, fail
 				}
 			}
 			checks = append(checks, c)
 		}
-		e.req.Checks = checks[first:len(checks):len(checks)]
+		req.Checks = checks[first:len(checks):len(checks)]
 	}
-	return entries, nil
+	return reqs, quiet, nil
 }
 
 // checkMissing counts a dimension with a missing value in the batch (once
@@ -146,16 +177,13 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]bat
 func (h *Handler) checkMissing(b *jsonbatch.Batch, di int, t *entryText) *failure {
 	where := ""
 	switch {
-	case t.each == nil && t.all == "":
+	case !t.perEntry && t.all == "":
 		where = "" // the same for every entry
-	case t.each == nil:
+	case !t.perEntry:
 		return nil
 	default:
-		i := 0
-		for i < len(t.each) && t.each[i].Text != "" {
-			i++
-		}
-		if i == len(t.each) {
+		i := t.firstMissing(len(b.Entries))
+		if i < 0 {
 			return nil
 		}
 		where = " at " + b.EntryPath(i)

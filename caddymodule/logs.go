@@ -151,7 +151,7 @@ func (w *storeWarnings) write(n int64, op string, err error) {
 // (info under dry_run, where nothing else would show the denials): the
 // worst denial's rule and wait, and each denied entry's path and rule;
 // values only with log_values.
-func (h *Handler) logBatchDenial(b *jsonbatch.Batch, entries []batchEntry, ds []*limiter.Decision, denied []int) {
+func (h *Handler) logBatchDenial(b *jsonbatch.Batch, reqs []limiter.Request, ds []*limiter.Decision, denied []int) {
 	level, msg := zapcore.DebugLevel, "batch entries denied"
 	if h.DryRun {
 		level, msg = zapcore.InfoLevel, "dry run: would deny batch entries"
@@ -166,17 +166,17 @@ func (h *Handler) logBatchDenial(b *jsonbatch.Batch, entries []batchEntry, ds []
 		zap.String("rule", worst.Results[worst.Denier].Rule.Name),
 		zap.Duration("retry_after", worst.RetryAfter),
 		zap.Int("entries", len(ds)),
-		zap.Array("denied", deniedLog{h: h, b: b, entries: entries, ds: ds, denied: denied}),
+		zap.Array("denied", deniedLog{h: h, b: b, reqs: reqs, ds: ds, denied: denied}),
 	)
 }
 
 // deniedLog is a batch's denied entries, as a log array.
 type deniedLog struct {
-	h       *Handler
-	b       *jsonbatch.Batch
-	entries []batchEntry
-	ds      []*limiter.Decision
-	denied  []int
+	h      *Handler
+	b      *jsonbatch.Batch
+	reqs   []limiter.Request
+	ds     []*limiter.Decision
+	denied []int
 }
 
 // MarshalLogArray implements zapcore.ArrayMarshaler.
@@ -187,7 +187,7 @@ func (l deniedLog) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 			o.AddString("path", l.b.EntryPath(i))
 			o.AddString("rule", d.Results[d.Denier].Rule.Name)
 			if l.h.LogValues {
-				return o.AddObject("values", checkValues(l.entries[i].req.Checks))
+				return o.AddObject("values", checkValues(l.reqs[i].Checks))
 			}
 			return nil
 		}))

@@ -222,20 +222,51 @@ func (h *Handler) provisionMetrics(ctx caddy.Context) error {
 func (m *handlerMetrics) countDecision(d *limiter.Decision, dryRun, exempt bool) {
 	for i := range d.Results {
 		res := &d.Results[i]
-		rm := m.rules[res.Rule]
-		switch {
-		case exempt:
-			rm.exempt.Inc()
-		case res.Waived && res.Denied:
-			rm.dryRunDeny.Inc()
-		case d.Allowed:
-			rm.allowed.Inc()
-		case res.Denied && dryRun:
-			rm.dryRunDeny.Inc()
-		case res.Denied:
-			rm.denied.Inc()
+		if o := outcomeOf(res, d.Allowed, dryRun, exempt); o != noOutcome {
+			m.rules[res.Rule].counter(o).Inc()
 		}
 	}
+}
+
+// The outcomes countDecision counts, as indices (see outcomeOf).
+const (
+	noOutcome = iota
+	allowedOutcome
+	deniedOutcome
+	dryRunDenyOutcome
+	exemptOutcome
+	outcomes
+)
+
+// outcomeOf is what a rule's result counts as, in a decision that
+// admitted the request or not: one of the outcome constants, or nothing.
+func outcomeOf(res *limiter.Result, allowed, dryRun, exempt bool) int {
+	switch {
+	case exempt:
+		return exemptOutcome
+	case res.Waived && res.Denied:
+		return dryRunDenyOutcome
+	case allowed:
+		return allowedOutcome
+	case res.Denied && dryRun:
+		return dryRunDenyOutcome
+	case res.Denied:
+		return deniedOutcome
+	}
+	return noOutcome
+}
+
+// counter is the rule's series of outcome o (not noOutcome).
+func (rm *ruleMetrics) counter(o int) prometheus.Counter {
+	switch o {
+	case allowedOutcome:
+		return rm.allowed
+	case deniedOutcome:
+		return rm.denied
+	case dryRunDenyOutcome:
+		return rm.dryRunDeny
+	}
+	return rm.exempt
 }
 
 // countFailure counts a decision the store could not make.

@@ -101,3 +101,46 @@ func BenchmarkRefuse100k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkValidExpo500 is the check every JSON body gets before it is
+// read, on a 500-recipient Expo batch; /old is the checks it replaced
+// (utf8.Valid, encoding/json.Valid, the repeated-name scan), which now
+// run only on a refused body.
+func BenchmarkValidExpo500(b *testing.B) {
+	doc := expoBatch(500)
+	b.Run("one_pass", func(b *testing.B) {
+		b.SetBytes(int64(len(doc)))
+		for b.Loop() {
+			if Valid(doc) != nil {
+				b.Fatal("refused")
+			}
+		}
+		reportPerEntry(b, 500)
+	})
+	b.Run("old", func(b *testing.B) {
+		b.SetBytes(int64(len(doc)))
+		for b.Loop() {
+			if diagnose(doc) != nil {
+				b.Fatal("refused")
+			}
+		}
+		reportPerEntry(b, 500)
+	})
+}
+
+// BenchmarkResolveExpo500 is a per-message dimension (the title) of a
+// 500-recipient Expo batch.
+func BenchmarkResolveExpo500(b *testing.B) {
+	batch, err := mustPath(b, "*.to").Enumerate(expoBatch(500), 1000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	title := mustPath(b, "*.title")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := batch.Resolve(title); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportPerEntry(b, 500)
+}

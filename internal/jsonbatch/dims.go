@@ -37,91 +37,75 @@ func (p *Path) CheckDimension(other *Path) error {
 // of b.Entries: for a path without wildcards the same value for every
 // entry; otherwise the value at the entry's indices for other's
 // wildcards, Missing when it leads nowhere or to null. Arrays are not
-// expanded: an array is one value, rendered as compact JSON. The walk
-// visits only the elements that hold entries and renders each value
-// once, however many entries share it. It returns CheckDimension's error
-// for a path that cannot be resolved per entry.
+// expanded: an array is one value, rendered as compact JSON. Each value
+// is looked up from the element that holds it, which Enumerate noted (no
+// walk over the arrays again), and rendered once, however many entries
+// share it. It returns CheckDimension's error for a path that cannot be
+// resolved per entry.
 func (b *Batch) Resolve(other *Path) ([]Value, error) {
 	if err := b.Path.CheckDimension(other); err != nil {
 		return nil, err
 	}
-	if len(b.Entries) == 0 {
+	ents := b.Entries
+	if len(ents) == 0 {
 		return nil, nil
 	}
-	r := resolver{b: b, other: other, k: len(other.wild), out: make([]Value, len(b.Entries))}
-	r.level(skipSpace(b.Doc, 0), 0, 0, len(b.Entries))
-	all := string(r.t.buf)
-	from := 0
-	for i, g := range r.groups {
-		v := Value{Kind: g.kind}
-		if g.kind != Missing {
-			v.Text = all[from:r.t.ends[i]]
-		}
-		from = r.t.ends[i]
-		for j := g.from; j < g.to; j++ {
-			r.out[j] = v
-		}
+	k, segs, base := len(other.wild), other.segs, skipSpace(b.Doc, 0)
+	if k > 0 {
+		segs = segs[other.wild[k-1]+1:] // the rest, from the element at other's last wildcard
 	}
-	return r.out, nil
-}
-
-// resolver walks a batch's wildcard levels down to other's last wildcard.
-type resolver struct {
-	b      *Batch
-	other  *Path
-	k      int // other's wildcards
-	t      texts
-	groups []group
-	out    []Value
-}
-
-// group is the entries b.Entries[from:to], which share one value.
-type group struct {
-	from, to int
-	kind     Kind
-}
-
-// level handles the entries [from, to), which share their first L
-// indices; base is the element those indices name (the document for
-// L = 0).
-func (r *resolver) level(base, L, from, to int) {
-	doc, segs := r.b.Doc, r.b.Path.segs
-	start := 0
-	if L > 0 {
-		start = r.b.Path.wild[L-1] + 1
-	}
-	if L == r.k {
-		pos, ok := follow(doc, base, r.other.segs[start:])
-		g := group{from: from, to: to}
-		if ok {
-			g.kind = kindAt(doc, pos)
+	// First the values' spans, then their texts, into a buffer of the
+	// spans' size (which holds them but for an object's escapes): most
+	// batches have a value per entry, hundreds of them.
+	groups := make([]group, 0, len(ents))
+	size := 0
+	for from := 0; from < len(ents); {
+		// The entries that share their first k indices share the value.
+		to := from + 1
+		for to < len(ents) && slices.Equal(ents[to].Indices[:k], ents[from].Indices[:k]) {
+			to++
 		}
+		pos := base
+		if k > 0 {
+			pos = b.elems[ents[from].tuple+k-1]
+		}
+		g := group{from: from}
+		if pos, ok := follow(b.Doc, pos, segs); ok {
+			g.kind = kindAt(b.Doc, pos)
+			if g.kind != Missing {
+				g.start, g.end = pos, skipValue(b.Doc, pos)
+				size += g.end - g.start
+			}
+		}
+		groups = append(groups, g)
+		from = to
+	}
+	t := texts{ends: make([]int, 0, len(groups))}
+	t.buf.Grow(size)
+	for _, g := range groups {
 		if g.kind == Missing {
-			r.t.ends = append(r.t.ends, len(r.t.buf))
+			t.missing()
 		} else {
-			r.t.add(doc, pos, skipValue(doc, pos), g.kind)
+			t.add(b.Doc, g.start, g.end, g.kind)
 		}
-		r.groups = append(r.groups, g)
-		return
 	}
-	arr, ok := follow(doc, base, segs[start:r.b.Path.wild[L]])
-	if !ok || at(doc, arr) != '[' {
-		return // not reached: Enumerate found entries here
-	}
-	ents := r.b.Entries
-	for it := iterate(doc, arr); from < to; {
-		k, elem, _, ok := it.next()
-		if !ok {
-			return
+	out := make([]Value, len(ents))
+	t.each(func(i int, text string) {
+		g, to := groups[i], len(ents)
+		if i+1 < len(groups) {
+			to = groups[i+1].from
 		}
-		if ents[from].Indices[L] != k {
-			continue
+		for j := g.from; j < to; j++ {
+			out[j] = Value{Text: text, Kind: g.kind} // a missing value's text is empty
 		}
-		end := from + 1
-		for end < to && ents[end].Indices[L] == k {
-			end++
-		}
-		r.level(elem, L+1, from, end)
-		from = end
-	}
+	})
+	return out, nil
+}
+
+// group is the entries from b.Entries[from] to the next group's first,
+// which share one value: of kind, at Doc[start:end].
+type group struct {
+	from       int
+	start, end int
+	kind       Kind
 }

@@ -24,6 +24,10 @@ type Batch struct {
 	// body order. A dimension with on_missing reject refuses a batch with
 	// any; with skip they are simply not entries.
 	Missing []Miss
+	// elems holds, for each entry at Entry.tuple, the start in Doc of the
+	// element each of its Indices names, so that Resolve goes straight to
+	// an entry's message.
+	elems []int
 }
 
 // Entry is one recipient entry: a value the batch path names.
@@ -36,6 +40,8 @@ type Entry struct {
 	Indices []int
 	// Start and End delimit the value's bytes in Doc.
 	Start, End int
+	// tuple is where Indices start in Batch.elems.
+	tuple int
 }
 
 // Miss is one place where the path found nothing: a member absent, an
@@ -70,12 +76,20 @@ func (p *Path) Enumerate(doc []byte, max int) (*Batch, error) {
 	if max <= 0 {
 		max = DefaultMax
 	}
-	w := walker{doc: doc, p: p, expand: true, limit: max}
+	w := newWalker(doc, p, true, max)
+	defer w.done()
 	w.run()
 	if w.over {
 		return nil, fmt.Errorf("%w: more than %d", ErrTooMany, max)
 	}
 	b := &Batch{Doc: doc, Path: p}
+	// The index tuples and element starts are copied out of the walk's
+	// scratch, into one array of their size.
+	n := len(w.idxs)
+	kept := make([]int, 2*n)
+	copy(kept, w.idxs)
+	copy(kept[n:], w.elems)
+	indices := func(h hit) []int { return kept[h.from:h.to:h.to] }
 	if len(w.found) > 0 {
 		// Rendered text is at most as long as the bytes it comes from
 		// (but for an object's escapes), so one buffer of their size
@@ -84,21 +98,21 @@ func (p *Path) Enumerate(doc []byte, max int) (*Batch, error) {
 		for _, h := range w.found {
 			size += h.end - h.start
 		}
-		t := texts{buf: make([]byte, 0, size), ends: make([]int, 0, len(w.found))}
+		t := texts{ends: make([]int, 0, len(w.found))}
+		t.buf.Grow(size)
 		b.Entries = make([]Entry, len(w.found))
 		for i, h := range w.found {
 			e := &b.Entries[i]
 			e.Kind = kindAt(doc, h.start)
-			e.Indices = w.indices(h)
+			e.Indices, e.tuple = indices(h), h.from
 			e.Start, e.End = h.start, h.end
 			t.add(doc, h.start, h.end, e.Kind)
 		}
-		for i, s := range t.strings() {
-			b.Entries[i].Text = s
-		}
+		t.each(func(i int, text string) { b.Entries[i].Text = text })
+		b.elems = kept[n:]
 	}
 	for _, h := range w.missing {
-		idx := w.indices(h)
+		idx := indices(h)
 		b.Missing = append(b.Missing, Miss{Path: p.concrete(idx), Indices: idx})
 	}
 	return b, nil

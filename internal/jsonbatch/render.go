@@ -3,6 +3,7 @@ package jsonbatch
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 )
 
 // Kind is the JSON type of a value found at a path.
@@ -95,28 +96,36 @@ func unquote(s []byte) string {
 }
 
 // texts builds rendered values cheaply: each value's text is appended to
-// one buffer, which becomes a single string at the end, so a batch of n
-// values costs two allocations rather than n.
+// one builder, whose string is made without a copy, so a batch of n
+// values costs the builder's buffer and the ends rather than n strings.
 type texts struct {
-	buf  []byte
+	buf  strings.Builder
 	ends []int
 }
 
 // add renders the value b[start:end] of kind k and returns its number.
 func (t *texts) add(b []byte, start, end int, k Kind) int {
-	t.buf = appendRendered(t.buf, b, start, end, k)
-	t.ends = append(t.ends, len(t.buf))
+	v := b[start:end]
+	if k == String && len(v) >= 2 && bytes.IndexByte(v, '\\') < 0 {
+		t.buf.Write(v[1 : len(v)-1]) // most values: no copy in between
+	} else {
+		t.buf.Write(appendRendered(nil, b, start, end, k))
+	}
+	t.ends = append(t.ends, t.buf.Len())
 	return len(t.ends) - 1
 }
 
-// strings returns the texts added, in order.
-func (t *texts) strings() []string {
-	all := string(t.buf)
-	out := make([]string, len(t.ends))
+// missing adds an empty text, for a value that is missing.
+func (t *texts) missing() {
+	t.ends = append(t.ends, t.buf.Len())
+}
+
+// each calls fn with the number and text of every value added, in order.
+func (t *texts) each(fn func(i int, text string)) {
+	all := t.buf.String()
 	from := 0
 	for i, end := range t.ends {
-		out[i] = all[from:end]
+		fn(i, all[from:end])
 		from = end
 	}
-	return out
 }

@@ -16,6 +16,16 @@ import (
 // (parsers differ on which one counts, so a sender could be counted under
 // one recipient and delivered to another).
 func Valid(doc []byte) error {
+	if wellFormed(doc) {
+		return nil
+	}
+	return diagnose(doc)
+}
+
+// diagnose is Valid's slow path, for a document wellFormed refused: the
+// checks one at a time, to say which rule it breaks (as encoding/json
+// says it, for bad syntax).
+func diagnose(doc []byte) error {
 	switch {
 	case len(bytes.Trim(doc, " \t\r\n")) == 0:
 		return errors.New("empty document")

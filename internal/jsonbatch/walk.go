@@ -1,19 +1,52 @@
 package jsonbatch
 
+import "sync"
+
 // walker visits the values a path names in a document, in body order,
-// recording each as found or missing. Indices are recorded into one
-// shared slice, so a walk allocates per batch, not per value.
+// recording each as found or missing. Indices, and the starts of the
+// elements they name, are recorded into shared slices, so a walk
+// allocates per batch, not per value; and those are scratch kept from
+// walk to walk (see scratchPool), which the caller copies what it keeps
+// out of before it calls done.
 type walker struct {
 	doc    []byte
 	p      *Path
 	expand bool // a value that is an array yields each of its elements
 	limit  int  // stop once found+missing exceeds limit (0: never)
 
-	idx     []int // the indices of the wildcards being walked
+	idx []int // the indices of the wildcards being walked
+	pos []int // the starts of the elements idx names
+	scratch
+	over bool // stopped at limit+1
+}
+
+// scratch is what a walk records.
+type scratch struct {
 	idxs    []int // every recorded index tuple, back to back
+	elems   []int // every recorded pos, parallel to idxs
 	found   []hit
 	missing []hit
-	over    bool // stopped at limit+1
+}
+
+// scratchPool keeps walks' scratch: a batch of hundreds of entries would
+// otherwise grow each slice from nothing, copying as it goes, and throw
+// it all away.
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// newWalker returns a walker with scratch from the pool.
+func newWalker(doc []byte, p *Path, expand bool, limit int) *walker {
+	s := scratchPool.Get().(*scratch)
+	return &walker{doc: doc, p: p, expand: expand, limit: limit, scratch: scratch{
+		idxs: s.idxs[:0], elems: s.elems[:0], found: s.found[:0], missing: s.missing[:0],
+	}}
+}
+
+// done gives the walker's scratch back to the pool: nothing may be read
+// from it after.
+func (w *walker) done() {
+	s := w.scratch
+	w.scratch = scratch{}
+	scratchPool.Put(&s)
 }
 
 // hit is one recorded value: its index tuple idxs[from:to] and, when it
@@ -26,6 +59,7 @@ type hit struct {
 // run walks the whole document.
 func (w *walker) run() {
 	w.idx = make([]int, 0, len(w.p.wild)+1)
+	w.pos = make([]int, 0, len(w.p.wild)+1)
 	w.from(skipSpace(w.doc, 0), 0)
 }
 
@@ -47,12 +81,12 @@ func (w *walker) from(pos, si int) bool {
 				if !ok {
 					break
 				}
-				w.idx = append(w.idx[:n], k)
+				w.idx, w.pos = append(w.idx[:n], k), append(w.pos[:n], start)
 				if !w.from(start, si+1) {
 					return false
 				}
 			}
-			w.idx = w.idx[:n]
+			w.idx, w.pos = w.idx[:n], w.pos[:n]
 			return true
 		}
 		ok := false
@@ -78,13 +112,13 @@ func (w *walker) from(pos, si int) bool {
 			if !ok {
 				break
 			}
-			w.idx = append(w.idx[:n], k)
+			w.idx, w.pos = append(w.idx[:n], k), append(w.pos[:n], start)
 			null := at(doc, start) == 'n'
 			if !w.record(!null, start, end) {
 				return false
 			}
 		}
-		w.idx = w.idx[:n]
+		w.idx, w.pos = w.idx[:n], w.pos[:n]
 		return true
 	}
 	return w.record(true, pos, skipValue(doc, pos))
@@ -95,6 +129,7 @@ func (w *walker) from(pos, si int) bool {
 func (w *walker) record(found bool, start, end int) bool {
 	from := len(w.idxs)
 	w.idxs = append(w.idxs, w.idx...)
+	w.elems = append(w.elems, w.pos...)
 	h := hit{from: from, to: len(w.idxs), start: start, end: end}
 	if found {
 		w.found = append(w.found, h)
@@ -106,12 +141,6 @@ func (w *walker) record(found bool, start, end int) bool {
 		return false
 	}
 	return true
-}
-
-// indices returns h's index tuple; valid once the walk is over (the
-// shared slice no longer grows).
-func (w *walker) indices(h hit) []int {
-	return w.idxs[h.from:h.to:h.to]
 }
 
 // follow walks segs, none of them a wildcard, from the value at doc[pos]
