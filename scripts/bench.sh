@@ -54,20 +54,22 @@ for i in $(seq $((RUNS * 2))); do
 		REDIS_URL="redis://127.0.0.1:$port/0" taskset -c 1 "$out/limiter.test" -test.run '^$' -test.bench "RedisDecideOneCaller/$way\$" -test.benchtime 20000x -test.benchmem
 	done
 done | tee "$out/onecaller-raw.txt" | grep '^Benchmark' | tee "$out/onecaller.txt"
+echo "== batch sends beside single sends on Redis: 500 entries of the seed config a batch (Redis on core 0)"
+REDIS_URL="redis://127.0.0.1:$port/0" taskset -c 1 "$out/limiter.test" -test.run '^$' -test.bench 'RedisDecide$|RedisDecideBatch|RedisReadWriteFloor' -test.benchtime 2s -test.count "$RUNS" -test.benchmem | tee "$out/batch-redis.txt"
 kill "$rpid"
 wait "$rpid" 2>/dev/null || true
 trap - EXIT
 
-echo "== batch sends beside single sends: 500 entries of the seed config a batch (memory store, Redis on its own server, the handler)"
-go test -run '^$' -bench 'MemoryDecide$|MemoryDecideBatch|RedisDecide$|RedisDecideBatch' -benchtime 2s -count "$RUNS" ./limiter | tee "$out/batch-limiter.txt"
-go test -run '^$' -bench 'BenchmarkHandler$|BenchmarkHandlerBatch' -benchtime 2s -count "$RUNS" ./caddymodule | tee "$out/batch-handler.txt"
+echo "== batch sends beside single sends: 500 entries of the seed config a batch (memory store, the handler)"
+taskset -c 1 go test -run '^$' -bench 'MemoryDecide$|MemoryDecideBatch' -benchtime 2s -count "$RUNS" ./limiter | tee "$out/batch-memory.txt"
+taskset -c 1 go test -run '^$' -bench 'BenchmarkHandler$|BenchmarkHandlerBatch' -benchtime 2s -count "$RUNS" ./caddymodule | tee "$out/batch-handler.txt"
 
 echo "== through Caddy: reverse_proxy alone (A) vs with frequency_cap (B), in alternating 1 s slices"
 go build -o "$out/caddy" ./cmd/caddy
 go build -o "$out/loadgen" ./examples/loadgen
 taskset -c 1 "$out/loadgen" -caddy "$out/caddy" -runs $((RUNS * 4)) -latency-runs $((RUNS * 15)) | tee "$out/caddy.txt"
-echo "== through Caddy: Expo batches of 500 messages, A proxying them, B capping every recipient (batch drop, memory store)"
-taskset -c 1 "$out/loadgen" -caddy "$out/caddy" -batch 500 -recipients 1000000 -stores none,memory -runs $((RUNS * 3)) -latency-runs $((RUNS * 4)) -concurrency 16 -latency-load 0.04 | tee "$out/caddy-batch.txt"
+echo "== through Caddy: Expo batches of 500 messages, A proxying them, B reading them (skip) or capping every recipient (batch drop, memory store)"
+taskset -c 1 "$out/loadgen" -caddy "$out/caddy" -batch 500 -recipients 1000000 -stores none,skip,memory -runs $((RUNS * 3)) -latency-runs $((RUNS * 4)) -concurrency 16 -latency-load 0.04 | tee "$out/caddy-batch.txt"
 if [ -n "${BASELINE:-}" ]; then
 	echo "== through Caddy: the build of $BASELINE (A) vs this one (B), both capped, each on a store of its own"
 	rm -rf "$out/baseline-src"
