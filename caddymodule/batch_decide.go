@@ -78,7 +78,9 @@ func (h *Handler) storeDecideBatch(ctx context.Context, reqs []limiter.Request, 
 	if err != nil {
 		return nil, err
 	}
-	h.noteStore(got[0]) // once per request, as for a single send
+	if len(got) > 0 {
+		h.noteStore(got[0]) // once per request, as for a single send
+	}
 	return got, nil
 }
 
