@@ -119,7 +119,8 @@ func BenchmarkMemoryDecideBatch(b *testing.B) {
 // written in a second), from one caller a CPU and from four, to
 // recipients that have their key (keys=made, as BenchmarkRedisDecide's)
 // and to recipients sent to for the first time (keys=new: each entry
-// creates its key). redis-µs/entry is the server's CPU an entry (with
+// creates its key), and decided in freqcap.lua in one round trip
+// (script, as ScriptOnly does). redis-µs/entry is the server's CPU an entry (with
 // REDIS_URL, only this benchmark should use that server); the single
 // send's figure is BenchmarkRedisDecide's redis-µs/op.
 func BenchmarkRedisDecideBatch(b *testing.B) {
@@ -127,14 +128,16 @@ func BenchmarkRedisDecideBatch(b *testing.B) {
 		name   string
 		perCPU int
 		keys   keysBefore
+		script bool
 	}{
-		{"callers=1/cpu/keys=made", 1, keysMade},
-		{"callers=4/cpu/keys=made", 4, keysMade},
-		{"callers=1/cpu/keys=new", 1, keysNew},
+		{"callers=1/cpu/keys=made", 1, keysMade, false},
+		{"callers=4/cpu/keys=made", 4, keysMade, false},
+		{"callers=1/cpu/keys=new", 1, keysNew, false},
+		{"callers=1/cpu/keys=made/script", 1, keysMade, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			c := redistest.Client(b)
-			s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second})
+			s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, ScriptOnly: bc.script})
 			defer s.Close()
 			decideBatches(b, s, bc.perCPU, bc.keys)
 		})
