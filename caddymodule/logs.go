@@ -14,15 +14,21 @@ import (
 // warnInterval is how often, at most, a failing store is logged.
 const warnInterval = time.Second
 
+// checkDenial is the entry for a denial's log line: at debug with msg, or
+// under dry_run, where nothing else would show the denial, at info with
+// dryMsg. It is nil when that level is off.
+func (h *Handler) checkDenial(msg, dryMsg string) *zapcore.CheckedEntry {
+	if h.DryRun {
+		return h.logger.Check(zapcore.InfoLevel, dryMsg)
+	}
+	return h.logger.Check(zapcore.DebugLevel, msg)
+}
+
 // logDenial logs a denial at debug, or, under dry_run, a denial that did
 // not happen at info: nothing else would show it. Dimension values are
 // logged only with log_values.
 func (h *Handler) logDenial(req *limiter.Request, d *limiter.Decision) {
-	level, msg := zapcore.DebugLevel, "denied"
-	if h.DryRun {
-		level, msg = zapcore.InfoLevel, "dry run: would deny"
-	}
-	ce := h.logger.Check(level, msg)
+	ce := h.checkDenial("denied", "dry run: would deny")
 	if ce == nil {
 		return
 	}
@@ -152,11 +158,7 @@ func (w *storeWarnings) write(n int64, op string, err error) {
 // worst denial's rule and wait, and each denied entry's path and rule;
 // values only with log_values.
 func (h *Handler) logBatchDenial(b *jsonbatch.Batch, reqs []limiter.Request, ds []*limiter.Decision, denied []int) {
-	level, msg := zapcore.DebugLevel, "batch entries denied"
-	if h.DryRun {
-		level, msg = zapcore.InfoLevel, "dry run: would deny batch entries"
-	}
-	ce := h.logger.Check(level, msg)
+	ce := h.checkDenial("batch entries denied", "dry run: would deny batch entries")
 	if ce == nil {
 		return
 	}

@@ -47,10 +47,7 @@ func (s *Redis) calls(w *redisWork, op string, now int64) []*call {
 	}
 	c := &w.call
 	c.op, c.now, c.p, c.at, c.err = op, now, p, 0, nil
-	c.secs, c.reply = c.secs[:0], c.reply[:0]
-	for i := range p.sections {
-		c.secs = append(c.secs, i)
-	}
+	c.secs, c.reply = sectionIndices(p, c.secs[:0]), c.reply[:0]
 	if c.done == nil {
 		c.done = make(chan struct{}, 1)
 	}
@@ -74,12 +71,9 @@ func newWholeCalls(n int) *wholeCalls {
 	return &wholeCalls{calls: make([]call, 0, n), done: make(chan struct{}, n)}
 }
 
-// add returns the entry's call, with room for its reply.
+// add returns the entry's call, with room for its reply. It is called at
+// most n times (newWholeCalls), so the calls never move.
 func (w *wholeCalls) add(p *plan, op string, now int64) *call {
-	if len(w.calls) == cap(w.calls) {
-		// More entries than announced: still correct, one allocation more.
-		return &call{op: op, now: now, p: p, secs: sectionIndices(p, nil), done: make(chan struct{}, 1)}
-	}
 	w.calls = append(w.calls, call{op: op, now: now, p: p, done: w.done})
 	c := &w.calls[len(w.calls)-1]
 	from := len(w.secs)

@@ -53,15 +53,11 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 		op = opDecideAll
 	}
 	entryCalls := make([][]*call, len(reqs))
-	var groups [][]*call // one script run each, the entries in order
-	tags := map[string]int{}
+	var all []*call // every entry's calls, in order
 	var whole *wholeCalls
-	var callPtrs []*call
 	if !s.cluster {
 		whole = newWholeCalls(len(reqs))
-		callPtrs = make([]*call, len(reqs))
-		groups = [][]*call{make([]*call, 0, len(reqs))}
-		tags[""] = 0
+		all = make([]*call, len(reqs))
 	}
 	for i := range reqs {
 		nowArg, approx := s.nowArg(&reqs[i])
@@ -72,23 +68,20 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 		}
 		if s.cluster {
 			entryCalls[i] = s.callsByTag(p, op, nowArg)
+			all = append(all, entryCalls[i]...)
 		} else {
-			callPtrs[i] = whole.add(p, op, nowArg)
-			entryCalls[i] = callPtrs[i : i+1 : i+1]
+			all[i] = whole.add(p, op, nowArg)
+			entryCalls[i] = all[i : i+1 : i+1]
 		}
-		for _, c := range entryCalls[i] {
-			tag := "" // off a cluster, one group
-			if s.cluster {
-				tag = hashTag(string(p.key(&p.sections[c.secs[0]])))
-			}
-			gi, ok := tags[tag]
-			if !ok {
-				gi = len(groups)
-				tags[tag] = gi
-				groups = append(groups, nil)
-			}
-			groups[gi] = append(groups[gi], c)
+	}
+	// One script run a hash tag (one off a cluster), the entries in order.
+	var groups [][]*call
+	for _, g := range s.byTag(len(all), func(i int) string { return string(all[i].p.key(&all[i].p.sections[all[i].secs[0]])) }) {
+		calls := make([]*call, len(g))
+		for k, i := range g {
+			calls[k] = all[i]
 		}
+		groups = append(groups, calls)
 	}
 
 	if s.cluster || s.opts.ScriptOnly || s.hot.touches(groups[0]) {
