@@ -16,7 +16,9 @@ import (
 // with the limit divided; with Redis back, decisions go back to it by
 // themselves, and what was admitted locally is not in it.
 func TestFallback(t *testing.T) {
-	const timeout = 100 * time.Millisecond
+	// Long enough that a slow fsync (appendfsync always, on a machine busy
+	// with other tests) is rarely mistaken for an outage.
+	const timeout = 300 * time.Millisecond
 	before := runtime.NumGoroutine()
 	// Counts survive the kill, as on a production Redis with an
 	// append-only file.
@@ -75,14 +77,21 @@ func TestFallback(t *testing.T) {
 
 	srv.Restart(t, append(aof, "--dir", srv.Dir)...)
 	deadline := time.Now().Add(3 * time.Second)
+	// A decision Redis did not answer in time may still have been
+	// recorded there (a slow fsync on a loaded machine is enough): such
+	// sends may add to Redis's count, nothing else may.
+	unanswered := 0
 	for {
 		d, _ := send()
 		if d.Fallback == nil {
 			// Back on Redis: its 4 plus this one, nothing from the outage.
-			if d.Results[0].Used != 5 {
-				t.Errorf("back on Redis: used %d, want 5", d.Results[0].Used)
+			if used := d.Results[0].Used; used < 5 || used > 5+int64(unanswered) {
+				t.Errorf("back on Redis: used %d, want 5 (up to %d more from sends Redis did not answer in time)", used, unanswered)
 			}
 			break
+		}
+		if errors.Is(d.Fallback, ErrTimeout) {
+			unanswered++
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("decisions never went back to Redis")
