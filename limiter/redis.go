@@ -46,6 +46,9 @@ type Redis struct {
 	// idle.
 	busy atomic.Int32
 	hot  *hotKeys
+	// leases keeps two batch sends decided in Go from reading a key
+	// between the other's read and write.
+	leases *keyLeases
 }
 
 // Client is what the Redis store needs of a go-redis client: scripts and
@@ -126,7 +129,7 @@ func NewRedis(client Client, opts RedisOptions) *Redis {
 	// practice (calendar zones vary by recipient).
 	opts.MaxBatch = min(opts.MaxBatch, 100)
 	cluster := opts.Cluster || isCluster(client)
-	s := &Redis{client: client, cluster: cluster, opts: opts, stop: make(chan struct{}), drained: make(chan struct{}), hot: newHotKeys(time.Now, hotHold)}
+	s := &Redis{client: client, cluster: cluster, opts: opts, stop: make(chan struct{}), drained: make(chan struct{}), hot: newHotKeys(time.Now, hotHold), leases: newKeyLeases()}
 	if !cluster {
 		s.startBatching()
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -134,27 +133,39 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 // round trip reads every key, the entries are decided in Go, and a second
 // writes them with a compare-and-set (none when nothing was admitted, or,
 // under OP_DECIDE_ALL, when anything was denied); a key changed in between
-// sends the batch to the script. It waits at most the store's timeout, or
-// until ctx ends.
+// sends the batch to the script. A batch send of this store that shares a
+// key with it waits for it first (keyLeases). It waits at most the store's
+// timeout, or until ctx ends.
 func (s *Redis) decideBatchInGo(ctx context.Context, calls []*call) error {
+	waitCtx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	ls, err := s.leases.acquire(waitCtx, calls)
+	if err != nil {
+		if ctx.Err() != nil {
+			return classify(ctx.Err())
+		}
+		return s.timedOut()
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		// The lease ends when the write has landed (or failed), even
+		// after the caller has stopped waiting.
+		defer s.leases.release(ls)
 		if held := s.roundTrip(nil, calls); held != nil {
 			s.roundTrip(held, nil)
 		}
 	}()
-	timer := time.NewTimer(s.opts.Timeout)
-	defer timer.Stop()
 	select {
 	case <-done:
 		return nil
-	case <-timer.C:
+	case <-waitCtx.Done():
+		if ctx.Err() != nil {
+			return classify(ctx.Err())
+		}
 		// The write may still land: an over-count until its records
 		// leave their windows, never an over-admission.
 		return s.timedOut()
-	case <-ctx.Done():
-		return classify(ctx.Err())
 	}
 }
 

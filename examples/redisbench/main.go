@@ -13,6 +13,12 @@
 //	go build -o /tmp/redisbench ./examples/redisbench
 //	taskset -c 1 /tmp/redisbench -recipients 200000 -runs 3
 //
+// The freqcap-batch designs send the same data set as batch sends of
+// -batch consecutive sends (500 by default, from -batch-callers senders,
+// 4 by default), so a batch entry and a single send are measured alike:
+//
+//	taskset -c 1 /tmp/redisbench -designs freqcap,freqcap-batch
+//
 // Redis CPU per decision is the used_cpu_user+used_cpu_sys delta over the
 // load divided by the decisions; memory per recipient is the used_memory
 // delta divided by the recipients.
@@ -45,7 +51,9 @@ func main() {
 	sends := flag.Int("sends", 20, "sends per recipient, spread over 24 h")
 	callers := flag.Int("callers", 32, "concurrent callers")
 	runs := flag.Int("runs", 3, "runs of each design, alternated; medians are reported")
-	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap (decided in Go, a lone decision at low load in the script), freqcap-go (every batch in Go), freqcap-script (decided in freqcap.lua), freqcap-unbatched (in the script, one decision a run)")
+	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap (decided in Go, a lone decision at low load in the script), freqcap-go (every batch in Go), freqcap-script (decided in freqcap.lua), freqcap-unbatched (in the script, one decision a run), freqcap-batch (batch sends of -batch entries, decided in Go), freqcap-batch-script (batch sends decided in freqcap.lua, as script_only)")
+	batch := flag.Int("batch", 500, "freqcap-batch: entries in a batch send (consecutive sends of the data set)")
+	batchCallers := flag.Int("batch-callers", 4, "freqcap-batch: concurrent batch senders")
 	core := flag.String("redis-core", "0", "CPU list to pin redis-server to (taskset -c); empty: no pinning")
 	inFlight := flag.Int("inflight", 0, "freqcap: batched script runs in flight (0: the store's default)")
 	cpuProfile := flag.String("cpuprofile", "", "write this process's CPU profile (the client side) to the file")
@@ -73,7 +81,13 @@ func main() {
 	names := strings.Split(*designs, ",")
 	for run := 0; run < *runs; run++ {
 		for _, name := range names {
-			r, err := measure(name, data, *recipients, *callers, *core, *addr, *inFlight)
+			var r result
+			var err error
+			if strings.HasPrefix(name, "freqcap-batch") {
+				r, err = measureBatches(name, data, *recipients, *batch, *batchCallers, *core, *addr)
+			} else {
+				r, err = measure(name, data, *recipients, *callers, *core, *addr, *inFlight)
+			}
 			if err != nil {
 				log.Panicf("%s: %v", name, err)
 			}
@@ -137,7 +151,141 @@ func medians(rs []result) result {
 // decider is one design: decide one send at a simulated time.
 type decider func(ctx context.Context, s send, now time.Time) (bool, error)
 
+// replayer decides every send of the data set, the simulated day starting
+// at day, and returns how many were admitted.
+type replayer func(ctx context.Context, data []send, day time.Time) (int64, error)
+
+// simulated is a send's time: whole seconds of simulated time, so that
+// concurrent decisions share a clock reading as they do on TIME.
+func simulated(day time.Time, s send) time.Time {
+	return day.Add(time.Duration(s.at) * time.Millisecond).Truncate(time.Second)
+}
+
+// measure replays the data set on design, one send a decision from
+// callers concurrent callers.
 func measure(design string, data []send, recipients, callers int, core, addr string, inFlight int) (result, error) {
+	return measureWith(design, data, recipients, callers, core, addr, func(client *redis.Client) (decider, replayer, func(), error) {
+		decide, closer, err := newDecider(design, client, inFlight)
+		return decide, oneByOne(decide, callers), closer, err
+	})
+}
+
+// measureBatches replays the data set as batch sends of size consecutive
+// sends each (decided in Go, or in freqcap.lua for freqcap-batch-script),
+// from callers concurrent senders; a denied entry is dropped, the rest
+// recorded, as under "batch drop".
+func measureBatches(design string, data []send, recipients, size, callers int, core, addr string) (result, error) {
+	return measureWith(design, data, recipients, callers, core, addr, func(client *redis.Client) (decider, replayer, func(), error) {
+		store := limiter.NewRedis(client, limiter.RedisOptions{Timeout: 10 * time.Second, ScriptOnly: design == "freqcap-batch-script"})
+		rules := seedRules()
+		fill := func(req *limiter.Request, s send, now time.Time) {
+			who, what := "u"+strconv.Itoa(int(s.recipient)), contentHash(s.content)
+			req.Now = now
+			req.Checks = append(req.Checks[:0],
+				limiter.Check{Rule: rules[0], Values: []string{who}, Cost: 1},
+				limiter.Check{Rule: rules[1], Values: []string{who}, Cost: 1},
+				limiter.Check{Rule: rules[2], Values: []string{who, what}, Cost: 1},
+				limiter.Check{Rule: rules[3], Values: []string{who, what}, Cost: 1})
+		}
+		decideBatch := func(ctx context.Context, reqs []limiter.Request) (int64, error) {
+			ds, err := store.DecideBatch(ctx, reqs, limiter.BatchEach)
+			if err != nil {
+				return 0, err
+			}
+			var admitted int64
+			for _, d := range ds {
+				if d.Allowed {
+					admitted++
+				}
+			}
+			return admitted, nil
+		}
+		warm := func(ctx context.Context, s send, now time.Time) (bool, error) {
+			reqs := make([]limiter.Request, 1)
+			fill(&reqs[0], s, now)
+			n, err := decideBatch(ctx, reqs)
+			return n == 1, err
+		}
+		replay := func(ctx context.Context, data []send, day time.Time) (int64, error) {
+			return inParallel(callers, func(next func(n int) (int64, int64), admit func(int64)) error {
+				reqs := make([]limiter.Request, size)
+				for {
+					from, to := next(size)
+					if from >= to {
+						return nil
+					}
+					batch := reqs[:to-from]
+					for i := range batch {
+						s := data[from+int64(i)]
+						fill(&batch[i], s, simulated(day, s))
+					}
+					n, err := decideBatch(ctx, batch)
+					if err != nil {
+						return err
+					}
+					admit(n)
+				}
+			}, int64(len(data)))
+		}
+		return warm, replay, func() { closeStore(design, store) }, nil
+	})
+}
+
+// oneByOne replays the data set one send a decision from callers
+// concurrent callers.
+func oneByOne(decide decider, callers int) replayer {
+	return func(ctx context.Context, data []send, day time.Time) (int64, error) {
+		return inParallel(callers, func(next func(n int) (int64, int64), admit func(int64)) error {
+			for {
+				from, to := next(1)
+				if from >= to {
+					return nil
+				}
+				s := data[from]
+				ok, err := decide(ctx, s, simulated(day, s))
+				if err != nil {
+					return err
+				}
+				if ok {
+					admit(1)
+				}
+			}
+		}, int64(len(data)))
+	}
+}
+
+// inParallel runs work on callers goroutines sharing the sends 0..total-1
+// in order: next(n) takes the next n (fewer at the end, none when from ==
+// to), admit counts admissions. It returns the admissions and the first
+// error.
+func inParallel(callers int, work func(next func(n int) (int64, int64), admit func(int64)) error, total int64) (int64, error) {
+	var taken, admitted atomic.Int64
+	next := func(n int) (int64, int64) {
+		to := taken.Add(int64(n))
+		return min(to-int64(n), total), min(to, total)
+	}
+	admit := func(n int64) { admitted.Add(n) }
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for c := 0; c < callers; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := work(next, admit); err != nil {
+				firstErr.CompareAndSwap(nil, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return 0, err
+	}
+	return admitted.Load(), nil
+}
+
+// measureWith starts a fresh Redis (or flushes addr), prepares a design on
+// it, replays the data set, and reads Redis's CPU and memory around it.
+func measureWith(design string, data []send, recipients, callers int, core, addr string, prepare func(*redis.Client) (decider, replayer, func(), error)) (result, error) {
 	if addr == "" {
 		srv, err := startRedis(core)
 		if err != nil {
@@ -152,14 +300,14 @@ func measure(design string, data []send, recipients, callers int, core, addr str
 	if err := client.FlushAll(ctx).Err(); err != nil {
 		return result{}, err
 	}
-	decide, closer, err := newDecider(design, client, inFlight)
+	warm, replay, closer, err := prepare(client)
 	if err != nil {
 		return result{}, err
 	}
 	defer closer()
 	// Warm the script cache, then read the baseline. (zset4's sets of
 	// this send, in 2023, expire as they are written.)
-	if _, err := decide(ctx, send{recipient: -1}, time.Unix(1_700_000_000, 0)); err != nil {
+	if _, err := warm(ctx, send{recipient: -1}, time.Unix(1_700_000_000, 0)); err != nil {
 		return result{}, err
 	}
 	client.Del(ctx, "freqcap:recipient{u-1}")
@@ -171,37 +319,10 @@ func measure(design string, data []send, recipients, callers int, core, addr str
 	// their simulated time (SET PX), so none expires before the end;
 	// zset4 moves its expiries past the run (zsetExpiryShift).
 	day := time.Now().Add(-24 * time.Hour).Truncate(time.Second)
-	var next, admitted atomic.Int64
-	var firstErr atomic.Value
 	start := time.Now()
-	var wg sync.WaitGroup
-	for c := 0; c < callers; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(data)) {
-					return
-				}
-				s := data[i]
-				// Whole seconds of simulated time, so concurrent
-				// decisions share a clock reading as they do on TIME.
-				now := day.Add(time.Duration(s.at) * time.Millisecond).Truncate(time.Second)
-				ok, err := decide(ctx, s, now)
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-				if ok {
-					admitted.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	admitted, err := replay(ctx, data, day)
 	elapsed := time.Since(start)
-	if err, _ := firstErr.Load().(error); err != nil {
+	if err != nil {
 		return result{}, err
 	}
 	_, cpu1, err := stats(ctx, client)
@@ -236,7 +357,7 @@ func measure(design string, data []send, recipients, callers int, core, addr str
 		rate:              n / elapsed.Seconds(),
 		cpuMicros:         (cpu1 - cpu0) * 1e6 / n,
 		bytesPerRecipient: float64(mem1-mem0) / float64(recipients),
-		admitted:          admitted.Load(),
+		admitted:          admitted,
 	}, nil
 }
 
@@ -267,12 +388,7 @@ func newDecider(design string, client *redis.Client, inFlight int) (decider, fun
 		}
 		store := limiter.NewRedis(client, opts)
 		rules := seedRules()
-		closeStore := func() {
-			store.Close()
-			if n := store.Conflicts(); n > 0 {
-				log.Printf("%s: %d batches found a key changed at their write and went to the script", design, n)
-			}
-		}
+		closer := func() { closeStore(design, store) }
 		return func(ctx context.Context, s send, now time.Time) (bool, error) {
 			who, what := "u"+strconv.Itoa(int(s.recipient)), contentHash(s.content)
 			req := &limiter.Request{Now: now, Checks: []limiter.Check{
@@ -286,7 +402,7 @@ func newDecider(design string, client *redis.Client, inFlight int) (decider, fun
 				return false, err
 			}
 			return d.Allowed, nil
-		}, closeStore, nil
+		}, closer, nil
 	case "zset4", "zset4-pipelined":
 		// A pipeline sends EVALSHA without falling back to EVAL.
 		if err := zsetScript.Load(context.Background(), client).Err(); err != nil {
@@ -295,6 +411,15 @@ func newDecider(design string, client *redis.Client, inFlight int) (decider, fun
 		return zsetDecider(client, design == "zset4-pipelined"), func() {}, nil
 	}
 	return nil, nil, fmt.Errorf("unknown design %q", design)
+}
+
+// closeStore closes a design's store and says how many of its batches went
+// to the script for a key changed between their read and their write.
+func closeStore(design string, store *limiter.Redis) {
+	store.Close()
+	if n := store.Conflicts(); n > 0 {
+		log.Printf("%s: %d batches found a key changed at their write and went to the script", design, n)
+	}
 }
 
 type redisServer struct {
