@@ -51,7 +51,7 @@ func main() {
 	sends := flag.Int("sends", 20, "sends per recipient, spread over 24 h")
 	callers := flag.Int("callers", 32, "concurrent callers")
 	runs := flag.Int("runs", 3, "runs of each design, alternated; medians are reported")
-	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap (decided in Go, a lone decision at low load in the script), freqcap-go (every batch in Go), freqcap-script (decided in freqcap.lua), freqcap-unbatched (in the script, one decision a run), freqcap-batch (batch sends of -batch entries, decided in Go), freqcap-batch-script (batch sends decided in freqcap.lua, as script_only)")
+	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap (decided in Go, a lone decision at low load in the script), freqcap-go (every batch in Go), freqcap-script (decided in freqcap.lua), freqcap-unbatched (in the script, one decision a run), freqcap-batch (batch sends of -batch entries, decided in Go), freqcap-batch-script (batch sends decided in freqcap.lua, as script_only), floor-batch (batch sends read and written back with no decision: the least a read-then-write design costs)")
 	batch := flag.Int("batch", 500, "freqcap-batch: entries in a batch send (consecutive sends of the data set)")
 	batchCallers := flag.Int("batch-callers", 4, "freqcap-batch: concurrent batch senders")
 	core := flag.String("redis-core", "0", "CPU list to pin redis-server to (taskset -c); empty: no pinning")
@@ -83,9 +83,12 @@ func main() {
 		for _, name := range names {
 			var r result
 			var err error
-			if strings.HasPrefix(name, "freqcap-batch") {
+			switch {
+			case name == "floor-batch":
+				r, err = measureFloor(name, data, *recipients, *batch, *batchCallers, *core, *addr)
+			case strings.HasPrefix(name, "freqcap-batch"):
 				r, err = measureBatches(name, data, *recipients, *batch, *batchCallers, *core, *addr)
-			} else {
+			default:
 				r, err = measure(name, data, *recipients, *callers, *core, *addr, *inFlight)
 			}
 			if err != nil {
