@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"testing"
 
@@ -67,5 +68,52 @@ func TestCommitScriptAcrossChunks(t *testing.T) {
 		if got != want {
 			t.Errorf("%s = %q after the commit; want %q", names[i], got, want)
 		}
+	}
+}
+
+// With components, commit.lua writes every component whose keys are all
+// unchanged and names the others, across chunks too: 9,001 keys in three
+// components (key i in component i mod 3), the last key (of component 0)
+// changed: components 1 and 2 are written, component 0 is left whole.
+func TestCommitScriptByComponent(t *testing.T) {
+	c := redistest.Client(t)
+	ctx := context.Background()
+	const n = 9001
+	names := make([]string, n)
+	var args []any
+	var packed []byte
+	for i := range names {
+		names[i] = fmt.Sprintf("commit-components:%d", i)
+		c.Set(ctx, names[i], "old", 0)
+		args = append(args, "old", "new", "60000")
+		packed = binary.LittleEndian.AppendUint32(packed, uint32(i%3))
+	}
+	args = append(args, packed)
+	c.Set(ctx, names[n-1], "changed", 0)
+	refused, err := commitScript.Run(ctx, c, names, args...).Int64Slice()
+	if err != nil || len(refused) != 1 || refused[0] != 0 {
+		t.Fatalf("commit by component = %v, %v; want component 0 refused", refused, err)
+	}
+	for _, i := range []int{0, 1, 2, 4000, 4001, 4002, 8999, n - 2, n - 1} {
+		want := "new"
+		switch {
+		case i == n-1:
+			want = "changed"
+		case i%3 == 0:
+			want = "old"
+		}
+		if got := c.Get(ctx, names[i]).Val(); got != want {
+			t.Errorf("%s (component %d) = %q; want %q", names[i], i%3, got, want)
+		}
+	}
+
+	for _, k := range names { // as read again
+		c.Set(ctx, k, "old", 0)
+	}
+	if refused, err := commitScript.Run(ctx, c, names, args...).Int64Slice(); err != nil || len(refused) != 0 {
+		t.Fatalf("commit by component over unchanged keys = %v, %v; want none refused", refused, err)
+	}
+	if got := c.Get(ctx, names[0]).Val(); got != "new" {
+		t.Fatalf("%s = %q after the second commit; want %q", names[0], got, "new")
 	}
 }

@@ -58,13 +58,13 @@ func (l *batchLoop) run() {
 		}
 		lone := idle && batch != nil && len(batch) < s.opts.GoBatchMin && batch[0].op == opDecide
 		if batch != nil && (s.opts.ScriptOnly || lone || !wholePlans(batch) || s.hot.touches(batch)) {
-			l.held = s.roundTrip(l.held, nil)
+			l.held = s.roundTrip(l.held, nil, false)
 			ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 			s.runCalls(ctx, batch)
 			cancel()
 			finish(batch)
 		} else {
-			l.held = s.roundTrip(l.held, batch)
+			l.held = s.roundTrip(l.held, batch, false)
 		}
 		if l.held == nil {
 			s.busy.Add(-1)

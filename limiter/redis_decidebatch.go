@@ -87,7 +87,7 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 		runCtx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 		s.runGroups(runCtx, groups)
 		cancel()
-	} else if err := s.decideBatchInGo(ctx, groups[0]); err != nil {
+	} else if err := s.decideBatchInGo(ctx, groups[0], mode == BatchEach); err != nil {
 		inFlight = true
 		return nil, err
 	}
@@ -133,10 +133,11 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 // round trip reads every key, the entries are decided in Go, and a second
 // writes them with a compare-and-set (none when nothing was admitted, or,
 // under OP_DECIDE_ALL, when anything was denied); a key changed in between
-// sends the batch to the script. A batch send of this store that shares a
+// sends the batch to the script, or with perComponent (BatchEach) only the
+// entries that share keys with it (see decidedInGo). A batch send of this store that shares a
 // key with it waits for it first (keyLeases). It waits at most the store's
 // timeout, or until ctx ends.
-func (s *Redis) decideBatchInGo(ctx context.Context, calls []*call) error {
+func (s *Redis) decideBatchInGo(ctx context.Context, calls []*call, perComponent bool) error {
 	waitCtx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	ls, err := s.leases.acquire(waitCtx, calls)
@@ -152,8 +153,8 @@ func (s *Redis) decideBatchInGo(ctx context.Context, calls []*call) error {
 		// The lease ends when the write has landed (or failed), even
 		// after the caller has stopped waiting.
 		defer s.leases.release(ls)
-		if held := s.roundTrip(nil, calls); held != nil {
-			s.roundTrip(held, nil)
+		if held := s.roundTrip(nil, calls, perComponent); held != nil {
+			s.roundTrip(held, nil, false)
 		}
 	}()
 	select {

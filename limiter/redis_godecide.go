@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -50,6 +51,9 @@ type batchKey struct {
 	check, write bool
 	touched      int64 // the now of the first decision that wrote it
 	err          error // the value read is not a log: its decisions fail
+	// reader is 1 + the index of the first call that read the key (0:
+	// none yet), for componentsOf.
+	reader int32
 }
 
 var readBatches = sync.Pool{New: func() any { return &readBatch{byName: map[string]*batchKey{}} }}
@@ -115,23 +119,31 @@ type decidedInGo struct {
 	b      *readBatch
 	ctx    context.Context
 	cancel context.CancelFunc
+	// perComponent: the calls are the entries of a batch send under
+	// BatchEach, so each group of entries that share no key with the
+	// others (a component) may be written without the rest: commit.lua
+	// writes every component whose keys are unchanged, and only the
+	// entries of the others are decided again, in the script.
+	perComponent bool
 	// after the read:
-	names []string // the keys the write checks or writes
-	args  []any
+	names     []string // the keys the write checks or writes
+	args      []any
+	component []int32 // with perComponent, each call's
 }
 
 // roundTrip makes one round trip: the write of held (a batch decided in the
 // last round; nil for none) and the read of calls (nil for none). It
 // finishes held, decides calls, and returns them as the next held batch
-// when they have something to write.
-func (s *Redis) roundTrip(held *decidedInGo, calls []*call) *decidedInGo {
+// when they have something to write. perComponent is for calls (see
+// decidedInGo).
+func (s *Redis) roundTrip(held *decidedInGo, calls []*call, perComponent bool) *decidedInGo {
 	if held == nil && calls == nil {
 		return nil
 	}
 	var next *decidedInGo
 	needTime := false
 	if calls != nil {
-		next = &decidedInGo{calls: calls, b: readBatches.Get().(*readBatch)}
+		next = &decidedInGo{calls: calls, b: readBatches.Get().(*readBatch), perComponent: perComponent}
 		next.ctx, next.cancel = context.WithTimeout(context.Background(), s.opts.Timeout)
 		for _, c := range calls {
 			needTime = needTime || c.now == 0
@@ -283,7 +295,55 @@ func (s *Redis) decideInGo(run *decidedInGo, serverNow int64) bool {
 			run.args = append(run.args, bk.old, string(blob), strconv.FormatInt(ttl, 10))
 		}
 	}
+	if len(run.names) > 0 && run.perComponent {
+		var packed []byte
+		run.component, packed = componentsOf(run.calls, b)
+		run.args = append(run.args, packed)
+	}
 	return len(run.names) > 0
+}
+
+// componentsOf numbers the components of calls: two calls that read a
+// common key, directly or through other calls, share one (so a call decided
+// after another on the same key stays with it, and so does one denied for
+// it). It returns each call's component, and commit.lua's last argument:
+// the component of each key the write names, packed ("<I4" each, in the
+// order of the keys).
+func componentsOf(calls []*call, b *readBatch) (byCall []int32, packed []byte) {
+	parent := make([]int32, len(calls))
+	for i := range parent {
+		parent[i] = int32(i)
+	}
+	var find func(i int32) int32
+	find = func(i int32) int32 {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	for i, c := range calls {
+		for si := range c.p.sections {
+			bk := b.byName[string(c.p.key(&c.p.sections[si]))]
+			if bk.reader == 0 {
+				bk.reader = int32(i) + 1
+				continue
+			}
+			if a, r := find(int32(i)), find(bk.reader-1); a != r {
+				parent[a] = r
+			}
+		}
+	}
+	byCall = make([]int32, len(calls))
+	for i := range calls {
+		byCall[i] = find(int32(i))
+	}
+	for _, bk := range b.keys {
+		if bk.check {
+			packed = binary.LittleEndian.AppendUint32(packed, uint32(find(bk.reader-1)))
+		}
+	}
+	return byCall, packed
 }
 
 // finishWrite takes the write's answer for held: written, it answers the
@@ -306,6 +366,10 @@ func (s *Redis) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
 		held.fail(err)
 		return
 	}
+	if held.perComponent {
+		s.finishComponents(held, ec)
+		return
+	}
 	if changed, _ := ec.Int64(); changed != 0 {
 		s.conflicts.Add(1)
 		if int(changed) <= len(held.names) {
@@ -315,6 +379,31 @@ func (s *Redis) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
 			c.err, c.reply = nil, nil
 		}
 		s.runCalls(held.ctx, held.calls)
+	}
+	held.done()
+}
+
+// finishComponents takes the answer of a write by component: the calls of
+// the components commit.lua refused (a key changed since the read) are
+// decided again in the script; the others stand as decided.
+func (s *Redis) finishComponents(held *decidedInGo, ec *redis.Cmd) {
+	refused, _ := ec.Val().([]any)
+	if len(refused) > 0 {
+		s.conflicts.Add(1)
+		failed := make(map[int32]bool, len(refused))
+		for _, v := range refused {
+			if n, ok := v.(int64); ok {
+				failed[int32(n)] = true
+			}
+		}
+		var again []*call
+		for i, c := range held.calls {
+			if failed[held.component[i]] {
+				c.err, c.reply = nil, nil
+				again = append(again, c)
+			}
+		}
+		s.runCalls(held.ctx, again)
 	}
 	held.done()
 }

@@ -131,8 +131,8 @@ func TestCorruptKeyFailsOnlyItsDecisions(t *testing.T) {
 		}
 		calls = append(calls, s.calls(w, opDecide, at.UnixMilli())...)
 	}
-	held := s.roundTrip(nil, calls) // one batch: read and decide
-	s.roundTrip(held, nil)          // its write
+	held := s.roundTrip(nil, calls, false) // one batch: read and decide
+	s.roundTrip(held, nil, false)          // its write
 	if calls[0].err == nil || !errors.Is(calls[0].err, ErrStore) {
 		t.Fatalf("the decision on the corrupt key: err %v, want ErrStore", calls[0].err)
 	}

@@ -54,6 +54,7 @@ func main() {
 	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap (decided in Go, a lone decision at low load in the script), freqcap-go (every batch in Go), freqcap-script (decided in freqcap.lua), freqcap-unbatched (in the script, one decision a run), freqcap-batch (batch sends of -batch entries, decided in Go), freqcap-batch-script (batch sends decided in freqcap.lua, as script_only), floor-batch (batch sends read and written back with no decision: the least a read-then-write design costs)")
 	batch := flag.Int("batch", 500, "freqcap-batch: entries in a batch send (consecutive sends of the data set)")
 	batchCallers := flag.Int("batch-callers", 4, "freqcap-batch: concurrent batch senders")
+	gateways := flag.Int("gateways", 1, "freqcap-batch: stores (gateways) the batches are spread over in turn, as by a load balancer")
 	core := flag.String("redis-core", "0", "CPU list to pin redis-server to (taskset -c); empty: no pinning")
 	inFlight := flag.Int("inflight", 0, "freqcap: batched script runs in flight (0: the store's default)")
 	cpuProfile := flag.String("cpuprofile", "", "write this process's CPU profile (the client side) to the file")
@@ -87,7 +88,7 @@ func main() {
 			case name == "floor-batch":
 				r, err = measureFloor(name, data, *recipients, *batch, *batchCallers, *core, *addr)
 			case strings.HasPrefix(name, "freqcap-batch"):
-				r, err = measureBatches(name, data, *recipients, *batch, *batchCallers, *core, *addr)
+				r, err = measureBatches(name, data, *recipients, *batch, *batchCallers, *gateways, *core, *addr)
 			default:
 				r, err = measure(name, data, *recipients, *callers, *core, *addr, *inFlight)
 			}
@@ -175,11 +176,16 @@ func measure(design string, data []send, recipients, callers int, core, addr str
 
 // measureBatches replays the data set as batch sends of size consecutive
 // sends each (decided in Go, or in freqcap.lua for freqcap-batch-script),
+// spread over gateways stores in turn,
 // from callers concurrent senders; a denied entry is dropped, the rest
 // recorded, as under "batch drop".
-func measureBatches(design string, data []send, recipients, size, callers int, core, addr string) (result, error) {
+func measureBatches(design string, data []send, recipients, size, callers, gateways int, core, addr string) (result, error) {
 	return measureWith(design, data, recipients, callers, core, addr, func(client *redis.Client) (decider, replayer, func(), error) {
-		store := limiter.NewRedis(client, limiter.RedisOptions{Timeout: 10 * time.Second, ScriptOnly: design == "freqcap-batch-script"})
+		stores := make([]*limiter.Redis, max(gateways, 1))
+		for i := range stores {
+			stores[i] = limiter.NewRedis(client, limiter.RedisOptions{Timeout: 10 * time.Second, ScriptOnly: design == "freqcap-batch-script"})
+		}
+		var turn atomic.Int64
 		rules := seedRules()
 		fill := func(req *limiter.Request, s send, now time.Time) {
 			who, what := "u"+strconv.Itoa(int(s.recipient)), contentHash(s.content)
@@ -191,6 +197,7 @@ func measureBatches(design string, data []send, recipients, size, callers int, c
 				limiter.Check{Rule: rules[3], Values: []string{who, what}, Cost: 1})
 		}
 		decideBatch := func(ctx context.Context, reqs []limiter.Request) (int64, error) {
+			store := stores[int(turn.Add(1))%len(stores)]
 			ds, err := store.DecideBatch(ctx, reqs, limiter.BatchEach)
 			if err != nil {
 				return 0, err
@@ -230,7 +237,11 @@ func measureBatches(design string, data []send, recipients, size, callers int, c
 				}
 			}, int64(len(data)))
 		}
-		return warm, replay, func() { closeStore(design, store) }, nil
+		return warm, replay, func() {
+			for _, store := range stores {
+				closeStore(design, store)
+			}
+		}, nil
 	})
 }
 

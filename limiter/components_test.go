@@ -1,0 +1,169 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freqcap/caddy-freqcap/internal/redistest"
+)
+
+// A batch send under drop (BatchEach) whose write finds one recipient's key
+// changed by another gateway keeps every other entry as decided in Go: only
+// the entries that share keys with the changed one (here the recipient's two
+// entries) are decided again in the script, and every count is exact. Under
+// reject (BatchAll) the batch is one whole: all of it goes to the script.
+func TestBatchConflictRedecidesOnlyItsComponent(t *testing.T) {
+	rule := &Rule{Name: "hour", By: []string{"recipient"}, Limit: 100, Window: Window{Duration: time.Hour}}
+	at := mustParse(t, "2026-05-01T10:00:00Z")
+	for _, tc := range []struct {
+		mode BatchMode
+		// keys the script run is given: the changed recipient's one, or
+		// all ten.
+		scriptKeys int
+	}{{BatchEach, 1}, {BatchAll, 10}} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			c := redistest.Client(t)
+			prefix := "components-" + tc.mode.String() + ":"
+			s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, Prefix: prefix})
+			defer s.Close()
+			other := NewRedis(redis.NewClient(c.Options()), RedisOptions{Timeout: 5 * time.Second, Prefix: prefix, ScriptOnly: true})
+			defer other.Close()
+			if err := freqcapScript.Load(context.Background(), c).Err(); err != nil {
+				t.Fatal(err)
+			}
+			runs := &scriptRuns{}
+			c.AddHook(runs)
+			c.AddHook(&beforeCommit{f: func() {
+				mustDecide(t, other, req(at, vals{"recipient": "r3"}, rule))
+			}})
+
+			var reqs []Request
+			for i := 0; i < 10; i++ {
+				reqs = append(reqs, *req(at, vals{"recipient": "r" + strconv.Itoa(i)}, rule))
+			}
+			reqs = append(reqs, *req(at, vals{"recipient": "r3"}, rule)) // r3 twice
+			for i, d := range mustBatch(t, s, reqs, tc.mode) {
+				if !d.Allowed {
+					t.Fatalf("entry %d denied under a limit of 100: %s", i, describe(d))
+				}
+			}
+			if n := s.Conflicts(); n != 1 {
+				t.Errorf("conflicts = %d, want 1", n)
+			}
+			if got := runs.keys(); len(got) != 1 || got[0] != tc.scriptKeys {
+				t.Errorf("script runs with %v keys, want one with %d", got, tc.scriptKeys)
+			}
+			for i := 0; i < 10; i++ {
+				want := int64(1)
+				if i == 3 {
+					want = 3 // the other gateway's and the batch's two
+				}
+				u := mustUsage(t, s, req(at, vals{"recipient": "r" + strconv.Itoa(i)}, rule))
+				if u.Results[0].Used != want {
+					t.Errorf("r%d counts %d, want %d", i, u.Results[0].Used, want)
+				}
+			}
+		})
+	}
+}
+
+// Two gateways sending batch sends under drop to the same recipients at
+// once conflict often; every admission is still counted once, and nothing
+// is admitted past the limit.
+func TestBatchSendsFromTwoGatewaysCountExactly(t *testing.T) {
+	c := redistest.Client(t)
+	rule := &Rule{Name: "hour", By: []string{"recipient"}, Limit: 30, Window: Window{Duration: time.Hour}}
+	at := mustParse(t, "2026-05-01T10:00:00Z")
+	var gateways []*Redis
+	for g := 0; g < 2; g++ {
+		s := NewRedis(redis.NewClient(c.Options()), RedisOptions{Timeout: 5 * time.Second, Prefix: "two-gateways:"})
+		defer s.Close()
+		gateways = append(gateways, s)
+	}
+	const senders, rounds, recipients = 4, 10, 40
+	admitted := make([]int64, recipients)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := 0; w < senders; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := gateways[w%2]
+			for round := 0; round < rounds; round++ {
+				var reqs []Request
+				for i := 0; i < recipients; i++ {
+					reqs = append(reqs, *req(at, vals{"recipient": fmt.Sprint("r", (i+w*7)%recipients)}, rule))
+				}
+				ds, err := s.DecideBatch(context.Background(), reqs, BatchEach)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				for i, d := range ds {
+					if d.Allowed {
+						admitted[(i+w*7)%recipients]++
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("conflicts: %d and %d", gateways[0].Conflicts(), gateways[1].Conflicts())
+	for i := 0; i < recipients; i++ {
+		u := mustUsage(t, gateways[0], req(at, vals{"recipient": fmt.Sprint("r", i)}, rule))
+		if u.Results[0].Used != admitted[i] || admitted[i] != 30 {
+			t.Errorf("r%d: admitted %d, counted %d; want 30 of 40 sends admitted and counted", i, admitted[i], u.Results[0].Used)
+		}
+	}
+}
+
+// scriptRuns is a client hook that notes how many keys each freqcap.lua
+// run carries (as EVALSHA: load the script first).
+type scriptRuns struct {
+	mu   sync.Mutex
+	runs []int
+}
+
+func (h *scriptRuns) note(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 3 {
+		return
+	}
+	if sha, _ := args[1].(string); cmd.Name() != "evalsha" || sha != freqcapScript.Hash() {
+		return
+	}
+	n, _ := args[2].(int)
+	h.mu.Lock()
+	h.runs = append(h.runs, n)
+	h.mu.Unlock()
+}
+
+func (h *scriptRuns) keys() []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]int(nil), h.runs...)
+}
+
+func (h *scriptRuns) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *scriptRuns) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.note(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *scriptRuns) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.note(c)
+		}
+		return next(ctx, cmds)
+	}
+}
