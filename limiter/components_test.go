@@ -37,8 +37,8 @@ func TestBatchConflictRedecidesOnlyItsComponent(t *testing.T) {
 			if err := freqcapScript.Load(context.Background(), c).Err(); err != nil {
 				t.Fatal(err)
 			}
-			runs := &scriptRuns{}
-			c.AddHook(runs)
+			sent := &sentCommands{}
+			c.AddHook(sent)
 			c.AddHook(&beforeCommit{f: func() {
 				mustDecide(t, other, req(at, vals{"recipient": "r3"}, rule))
 			}})
@@ -56,7 +56,10 @@ func TestBatchConflictRedecidesOnlyItsComponent(t *testing.T) {
 			if n := s.Conflicts(); n != 1 {
 				t.Errorf("conflicts = %d, want 1", n)
 			}
-			if got := runs.keys(); len(got) != 1 || got[0] != tc.scriptKeys {
+			sent.mu.Lock()
+			got := sent.scriptKeys
+			sent.mu.Unlock()
+			if len(got) != 1 || got[0] != tc.scriptKeys {
 				t.Errorf("script runs with %v keys, want one with %d", got, tc.scriptKeys)
 			}
 			for i := 0; i < 10; i++ {
@@ -122,48 +125,5 @@ func TestBatchSendsFromTwoGatewaysCountExactly(t *testing.T) {
 		if u.Results[0].Used != admitted[i] || admitted[i] != 30 {
 			t.Errorf("r%d: admitted %d, counted %d; want 30 of 40 sends admitted and counted", i, admitted[i], u.Results[0].Used)
 		}
-	}
-}
-
-// scriptRuns is a client hook that notes how many keys each freqcap.lua
-// run carries (as EVALSHA: load the script first).
-type scriptRuns struct {
-	mu   sync.Mutex
-	runs []int
-}
-
-func (h *scriptRuns) note(cmd redis.Cmder) {
-	args := cmd.Args()
-	if len(args) < 3 {
-		return
-	}
-	if sha, _ := args[1].(string); cmd.Name() != "evalsha" || sha != freqcapScript.Hash() {
-		return
-	}
-	n, _ := args[2].(int)
-	h.mu.Lock()
-	h.runs = append(h.runs, n)
-	h.mu.Unlock()
-}
-
-func (h *scriptRuns) keys() []int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]int(nil), h.runs...)
-}
-
-func (h *scriptRuns) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *scriptRuns) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.note(cmd)
-		return next(ctx, cmd)
-	}
-}
-func (h *scriptRuns) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			h.note(c)
-		}
-		return next(ctx, cmds)
 	}
 }

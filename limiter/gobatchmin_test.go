@@ -19,6 +19,8 @@ type sentCommands struct {
 	mu     sync.Mutex
 	names  []string
 	rounds int
+	// scriptKeys is how many keys each freqcap.lua run carried.
+	scriptKeys []int
 }
 
 func (h *sentCommands) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -51,6 +53,8 @@ func (h *sentCommands) note(cmds ...redis.Cmder) {
 				name = "commit"
 			} else {
 				name = "freqcap"
+				n, _ := c.Args()[2].(int)
+				h.scriptKeys = append(h.scriptKeys, n)
 			}
 		}
 		h.names = append(h.names, name)
