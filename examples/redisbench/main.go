@@ -19,6 +19,11 @@
 //
 //	taskset -c 1 /tmp/redisbench -designs freqcap,freqcap-batch
 //
+// -gateways N spreads the batches over N stores on the one Redis, as N
+// gateways behind a load balancer, whose batches conflict on the
+// recipients they share. floor-batch reads and writes back each batch's
+// keys with no decision: the least a read-then-write design costs.
+//
 // Redis CPU per decision is the used_cpu_user+used_cpu_sys delta over the
 // load divided by the decisions; memory per recipient is the used_memory
 // delta divided by the recipients.
