@@ -20,11 +20,14 @@ func TestBatchDesignsDecideEverySend(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Batches of consecutive sends decided at once record some sends
-	// after later ones, and a record's time is never earlier than the
-	// newest in its log, so a few later sends find one more record in
-	// their windows; two gateways interleave more. Counting itself is
-	// exact (TestBatchSendsFromTwoGatewaysCountExactly in limiter).
-	slack := int64(len(data)) / 200
+	// after later ones (a batch here spans 6 simulated minutes), and a
+	// record's time is never earlier than the newest in its log, so some
+	// later sends find one more record in their windows: 24-72 of 26,000
+	// on a busy machine. With one sender every design admits alike, and
+	// counting is exact under conflicts (limiter's
+	// TestBatchSendsFromTwoGatewaysCountExactly); this test is for a
+	// design that loses or doubles sends.
+	slack := int64(len(data)) / 100
 	for _, tc := range []struct {
 		design   string
 		gateways int
@@ -33,6 +36,7 @@ func TestBatchDesignsDecideEverySend(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s over %d gateways: %v", tc.design, tc.gateways, err)
 		}
+		t.Logf("%s over %d gateways: admitted %d, single sends %d", tc.design, tc.gateways, r.admitted, single.admitted)
 		if diff := r.admitted - single.admitted; diff > slack || diff < -slack {
 			t.Errorf("%s over %d gateways admitted %d, single sends %d, of %d", tc.design, tc.gateways, r.admitted, single.admitted, len(data))
 		}
