@@ -127,3 +127,56 @@ func TestBatchSendsFromTwoGatewaysCountExactly(t *testing.T) {
 		}
 	}
 }
+
+// A hot key (one whose write from Go recently conflicted) sends a batch send
+// under reject to the script at once, but one under drop only when most of
+// its entries read hot keys: otherwise the batch is decided in Go, and a
+// conflict on the hot key would send only its entries to the script.
+func TestHotKeyInABatchSend(t *testing.T) {
+	rule := &Rule{Name: "hour", By: []string{"recipient"}, Limit: 100, Window: Window{Duration: time.Hour}}
+	at := mustParse(t, "2026-05-01T10:00:00Z")
+	c := redistest.Client(t)
+	const prefix = "hot-batch:"
+	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, Prefix: prefix})
+	defer s.Close()
+	if err := freqcapScript.Load(context.Background(), c).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sent := &sentCommands{}
+	c.AddHook(sent)
+	batch := func(who ...string) []Request {
+		var reqs []Request
+		for _, w := range who {
+			reqs = append(reqs, *req(at, vals{"recipient": w}, rule))
+		}
+		return reqs
+	}
+	ten := batch("r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9")
+	mostlyHot := batch("r3", "r3", "r3", "r3", "r3", "r3", "r1", "r2", "r4", "r5")
+	for _, tc := range []struct {
+		name string
+		reqs []Request
+		mode BatchMode
+		// the keys of the script's run, or 0 for none (decided in Go)
+		scriptKeys int
+	}{
+		{"one hot entry under drop", ten, BatchEach, 0},
+		{"one hot entry under reject", ten, BatchAll, 10},
+		{"mostly hot entries under drop", mostlyHot, BatchEach, 5},
+	} {
+		s.hot.mark(keyFor(prefix, "recipient", "r3"))
+		sent.mu.Lock()
+		sent.scriptKeys = nil
+		sent.mu.Unlock()
+		mustBatch(t, s, tc.reqs, tc.mode)
+		sent.mu.Lock()
+		got := sent.scriptKeys
+		sent.mu.Unlock()
+		switch {
+		case tc.scriptKeys == 0 && len(got) != 0:
+			t.Errorf("%s: script runs with %v keys, want it decided in Go", tc.name, got)
+		case tc.scriptKeys > 0 && (len(got) != 1 || got[0] != tc.scriptKeys):
+			t.Errorf("%s: script runs with %v keys, want one with %d", tc.name, got, tc.scriptKeys)
+		}
+	}
+}

@@ -45,23 +45,35 @@ func (h *hotKeys) mark(key string) {
 
 // touches reports whether a call of the batch reads a hot key, and forgets
 // the keys that have cooled down.
-func (h *hotKeys) touches(batch []*call) bool {
+func (h *hotKeys) touches(batch []*call) bool { return h.touching(batch, false) > 0 }
+
+// touching counts the calls of the batch that read a hot key (with all
+// false it stops at the first), and forgets the keys that have cooled
+// down.
+func (h *hotKeys) touching(batch []*call, all bool) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.until) == 0 {
-		return false
+		return 0
 	}
 	now := h.now()
+	n := 0
 	for _, c := range batch {
 		for si := range c.p.sections {
 			key := c.p.key(&c.p.sections[si])
-			if until, ok := h.until[string(key)]; ok {
-				if now.Before(until) {
-					return true
-				}
-				delete(h.until, string(key))
+			until, ok := h.until[string(key)]
+			if !ok {
+				continue
 			}
+			if !now.Before(until) {
+				delete(h.until, string(key))
+				continue
+			}
+			if n++; !all {
+				return n
+			}
+			break
 		}
 	}
-	return false
+	return n
 }

@@ -83,7 +83,7 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 		groups = append(groups, calls)
 	}
 
-	if s.cluster || s.opts.ScriptOnly || s.hot.touches(groups[0]) {
+	if s.cluster || s.opts.ScriptOnly || s.hotBatch(groups[0], mode) {
 		runCtx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 		s.runGroups(runCtx, groups)
 		cancel()
@@ -126,6 +126,20 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 		return nil, firstErr
 	}
 	return ds, nil
+}
+
+// hotBatch reports whether a batch send off a cluster goes to the script
+// for its hot keys (see hotKeys). Under BatchAll one hot key is enough: a
+// conflict sends the whole batch to the script after a wasted read. Under
+// BatchEach only a batch whose entries mostly read hot keys does: a
+// conflict sends only the entries sharing keys with the changed one there
+// (see decidedInGo), so one hot recipient does not cost the other entries
+// the script.
+func (s *Redis) hotBatch(calls []*call, mode BatchMode) bool {
+	if mode == BatchAll {
+		return s.hot.touches(calls)
+	}
+	return 2*s.hot.touching(calls, true) > len(calls)
 }
 
 // decideBatchInGo decides the calls of a batch off a cluster as the
