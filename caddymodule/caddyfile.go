@@ -62,6 +62,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        timeout         <duration>
 //	        dial_timeout    <duration>
 //	        pool_size       <n>
+//	        script_only
 //	    }]
 //	    key_prefix  <prefix>
 //	    on_error    allow|deny|local [<divisor>]
@@ -258,6 +259,8 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 			rc.DialTimeout, err = durationArg(d, "redis dial_timeout")
 		case "pool_size":
 			rc.PoolSize, err = intArg(d, "redis pool_size", 1)
+		case "script_only":
+			rc.ScriptOnly, err = true, noArgs(d)
 		default:
 			return d.Errf("unrecognized redis subdirective %q", sub)
 		}

@@ -47,6 +47,13 @@ type RedisConfig struct {
 	// PoolSize is the most connections per node. Default: go-redis's
 	// (10 per CPU).
 	PoolSize int `json:"pool_size,omitempty"`
+	// ScriptOnly decides every batch in freqcap.lua, in one round trip,
+	// instead of in Go between a read and a compare-and-set write (two),
+	// at four to five times the Redis CPU a decision (see
+	// RedisOptions.ScriptOnly and docs/performance.md). Default off; worth
+	// it where a round trip costs more than Redis's CPU (a distant Redis).
+	// A cluster always decides in the script.
+	ScriptOnly bool `json:"script_only,omitempty"`
 }
 
 // DefaultTimeout is RedisConfig.Timeout's default.
