@@ -72,9 +72,10 @@ func TestCommitScriptAcrossChunks(t *testing.T) {
 }
 
 // With components, commit.lua writes every component whose keys are all
-// unchanged and names the others, across chunks too: 9,001 keys in three
-// components (key i in component i mod 3), the last key (of component 0)
-// changed: components 1 and 2 are written, component 0 is left whole.
+// unchanged and names the first changed key of each other, across chunks
+// too: 9,001 keys in three components (key i in component i mod 3), the
+// last key (of component 0) changed: components 1 and 2 are written,
+// component 0 is left whole, and the last key is named.
 func TestCommitScriptByComponent(t *testing.T) {
 	c := redistest.Client(t)
 	ctx := context.Background()
@@ -91,8 +92,8 @@ func TestCommitScriptByComponent(t *testing.T) {
 	args = append(args, packed)
 	c.Set(ctx, names[n-1], "changed", 0)
 	refused, err := commitScript.Run(ctx, c, names, args...).Int64Slice()
-	if err != nil || len(refused) != 1 || refused[0] != 0 {
-		t.Fatalf("commit by component = %v, %v; want component 0 refused", refused, err)
+	if err != nil || len(refused) != 1 || refused[0] != n {
+		t.Fatalf("commit by component = %v, %v; want key %d named (component 0 refused)", refused, err, n)
 	}
 	for _, i := range []int{0, 1, 2, 4000, 4001, 4002, 8999, n - 2, n - 1} {
 		want := "new"

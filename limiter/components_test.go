@@ -16,8 +16,9 @@ import (
 // A batch send under drop (BatchEach) whose write finds one recipient's key
 // changed by another gateway keeps every other entry as decided in Go: only
 // the entries that share keys with the changed one (here the recipient's two
-// entries) are decided again in the script, and every count is exact. Under
-// reject (BatchAll) the batch is one whole: all of it goes to the script.
+// entries) are decided again in the script, the key is hot, and every count
+// is exact. Under reject (BatchAll) the batch is one whole: all of it goes
+// to the script.
 func TestBatchConflictRedecidesOnlyItsComponent(t *testing.T) {
 	rule := &Rule{Name: "hour", By: []string{"recipient"}, Limit: 100, Window: Window{Duration: time.Hour}}
 	at := mustParse(t, "2026-05-01T10:00:00Z")
@@ -55,6 +56,12 @@ func TestBatchConflictRedecidesOnlyItsComponent(t *testing.T) {
 			}
 			if n := s.Conflicts(); n != 1 {
 				t.Errorf("conflicts = %d, want 1", n)
+			}
+			s.hot.mu.Lock()
+			_, hot := s.hot.until[keyFor(prefix, "recipient", "r3")]
+			s.hot.mu.Unlock()
+			if !hot {
+				t.Error("r3's key is not hot after its conflict")
 			}
 			sent.mu.Lock()
 			got := sent.scriptKeys
@@ -178,5 +185,47 @@ func TestHotKeyInABatchSend(t *testing.T) {
 		case tc.scriptKeys > 0 && (len(got) != 1 || got[0] != tc.scriptKeys):
 			t.Errorf("%s: script runs with %v keys, want one with %d", tc.name, got, tc.scriptKeys)
 		}
+	}
+}
+
+// A key every entry shares (a per-campaign count) makes batch sends from
+// two gateways conflict; after the first conflict the key is hot and the
+// batches that read it go to the script, so few writes fail, and every
+// admission is counted once.
+func TestSharedKeyInBatchSendsGoesHot(t *testing.T) {
+	c := redistest.Client(t)
+	rule := &Rule{Name: "campaign_hour", By: []string{"campaign"}, Limit: 1000, Window: Window{Duration: time.Hour}}
+	var gateways []*Redis
+	for g := 0; g < 2; g++ {
+		s := NewRedis(redis.NewClient(c.Options()), RedisOptions{Timeout: 5 * time.Second, Prefix: "shared-key:"})
+		defer s.Close()
+		gateways = append(gateways, s)
+	}
+	const senders, rounds, entries = 4, 10, 20
+	var wg sync.WaitGroup
+	for w := 0; w < senders; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reqs := make([]Request, entries)
+			for round := 0; round < rounds; round++ {
+				for i := range reqs {
+					reqs[i] = *req(time.Time{}, vals{"campaign": "spring"}, rule)
+				}
+				if _, err := gateways[w%2].DecideBatch(context.Background(), reqs, BatchEach); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if u := mustUsage(t, gateways[0], req(time.Time{}, vals{"campaign": "spring"}, rule)); u.Results[0].Used != senders*rounds*entries {
+		t.Fatalf("the campaign counts %d, want %d", u.Results[0].Used, senders*rounds*entries)
+	}
+	conflicts := gateways[0].Conflicts() + gateways[1].Conflicts()
+	t.Logf("%d batch sends on one key from two gateways: %d writes from Go conflicted", senders*rounds, conflicts)
+	if conflicts > 12 {
+		t.Fatalf("%d conflicts: the shared key should send its batches to the script", conflicts)
 	}
 }

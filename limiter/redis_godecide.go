@@ -129,6 +129,7 @@ type decidedInGo struct {
 	names     []string // the keys the write checks or writes
 	args      []any
 	component []int32 // with perComponent, each call's
+	keyComp   []int32 // with perComponent, each of names's
 }
 
 // roundTrip makes one round trip: the write of held (a batch decided in the
@@ -297,7 +298,7 @@ func (s *Redis) decideInGo(run *decidedInGo, serverNow int64) bool {
 	}
 	if len(run.names) > 0 && run.perComponent {
 		var packed []byte
-		run.component, packed = componentsOf(run.calls, b)
+		run.component, run.keyComp, packed = componentsOf(run.calls, b)
 		run.args = append(run.args, packed)
 	}
 	return len(run.names) > 0
@@ -306,10 +307,10 @@ func (s *Redis) decideInGo(run *decidedInGo, serverNow int64) bool {
 // componentsOf numbers the components of calls: two calls that read a
 // common key, directly or through other calls, share one (so a call decided
 // after another on the same key stays with it, and so does one denied for
-// it). It returns each call's component, and commit.lua's last argument:
-// the component of each key the write names, packed ("<I4" each, in the
-// order of the keys).
-func componentsOf(calls []*call, b *readBatch) (byCall []int32, packed []byte) {
+// it). It returns each call's component, that of each key the write names
+// (in their order), and commit.lua's last argument: the same packed, "<I4"
+// each.
+func componentsOf(calls []*call, b *readBatch) (byCall, byKey []int32, packed []byte) {
 	parent := make([]int32, len(calls))
 	for i := range parent {
 		parent[i] = int32(i)
@@ -340,10 +341,12 @@ func componentsOf(calls []*call, b *readBatch) (byCall []int32, packed []byte) {
 	}
 	for _, bk := range b.keys {
 		if bk.check {
-			packed = binary.LittleEndian.AppendUint32(packed, uint32(find(bk.reader-1)))
+			c := find(bk.reader - 1)
+			byKey = append(byKey, c)
+			packed = binary.LittleEndian.AppendUint32(packed, uint32(c))
 		}
 	}
-	return byCall, packed
+	return byCall, byKey, packed
 }
 
 // finishWrite takes the write's answer for held: written, it answers the
@@ -385,15 +388,17 @@ func (s *Redis) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
 
 // finishComponents takes the answer of a write by component: the calls of
 // the components commit.lua refused (a key changed since the read) are
-// decided again in the script; the others stand as decided.
+// decided again in the script, and the changed keys are hot; the others
+// stand as decided.
 func (s *Redis) finishComponents(held *decidedInGo, ec *redis.Cmd) {
-	refused, _ := ec.Val().([]any)
-	if len(refused) > 0 {
+	changed, _ := ec.Val().([]any)
+	if len(changed) > 0 {
 		s.conflicts.Add(1)
-		failed := make(map[int32]bool, len(refused))
-		for _, v := range refused {
-			if n, ok := v.(int64); ok {
-				failed[int32(n)] = true
+		failed := make(map[int32]bool, len(changed))
+		for _, v := range changed {
+			if k, ok := v.(int64); ok && k >= 1 && int(k) <= len(held.names) {
+				s.hot.mark(held.names[k-1])
+				failed[held.keyComp[k-1]] = true
 			}
 		}
 		var again []*call

@@ -19,8 +19,9 @@
 --
 -- Reply:   without components: 0 when written; else i, the first key that
 --          changed (nothing is written).
---          With components: the components not written (a key of each
---          changed), as an array; empty when everything was written.
+--          With components: for each component not written, the first of
+--          its keys that changed (i), as an array; empty when everything
+--          was written.
 
 local WRITE_CHECK, WRITE_DELETE = '', 'del'
 -- The keys are read with MGET, CHUNK at a time: one call instead of a GET
@@ -48,7 +49,7 @@ for first = 1, #KEYS, CHUNK do
       local c = comps[i]
       if not refused[c] then
         refused[c] = true
-        list[#list + 1] = c
+        list[#list + 1] = i
       end
     end
   end
