@@ -90,42 +90,25 @@ func TestBatchSendsFromTwoGatewaysCountExactly(t *testing.T) {
 	c := redistest.Client(t)
 	rule := &Rule{Name: "hour", By: []string{"recipient"}, Limit: 30, Window: Window{Duration: time.Hour}}
 	at := mustParse(t, "2026-05-01T10:00:00Z")
-	var gateways []*Redis
-	for g := 0; g < 2; g++ {
-		s := NewRedis(redis.NewClient(c.Options()), RedisOptions{Timeout: 5 * time.Second, Prefix: "two-gateways:"})
-		defer s.Close()
-		gateways = append(gateways, s)
-	}
+	gateways := gatewaysOn(t, c, 2, "two-gateways:")
 	const senders, rounds, recipients = 4, 10, 40
 	admitted := make([]int64, recipients)
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for w := 0; w < senders; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := gateways[w%2]
-			for round := 0; round < rounds; round++ {
-				var reqs []Request
-				for i := 0; i < recipients; i++ {
-					reqs = append(reqs, *req(at, vals{"recipient": fmt.Sprint("r", (i+w*7)%recipients)}, rule))
-				}
-				ds, err := s.DecideBatch(context.Background(), reqs, BatchEach)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				for i, d := range ds {
-					if d.Allowed {
-						admitted[(i+w*7)%recipients]++
-					}
-				}
-				mu.Unlock()
+	sendBatches(t, gateways, senders, rounds, func(w int) []Request {
+		var reqs []Request
+		for i := 0; i < recipients; i++ {
+			reqs = append(reqs, *req(at, vals{"recipient": fmt.Sprint("r", (i+w*7)%recipients)}, rule))
+		}
+		return reqs
+	}, func(w int, ds []*Decision) {
+		mu.Lock()
+		defer mu.Unlock()
+		for i, d := range ds {
+			if d.Allowed {
+				admitted[(i+w*7)%recipients]++
 			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	t.Logf("conflicts: %d and %d", gateways[0].Conflicts(), gateways[1].Conflicts())
 	for i := 0; i < recipients; i++ {
 		u := mustUsage(t, gateways[0], req(at, vals{"recipient": fmt.Sprint("r", i)}, rule))
@@ -195,31 +178,15 @@ func TestHotKeyInABatchSend(t *testing.T) {
 func TestSharedKeyInBatchSendsGoesHot(t *testing.T) {
 	c := redistest.Client(t)
 	rule := &Rule{Name: "campaign_hour", By: []string{"campaign"}, Limit: 1000, Window: Window{Duration: time.Hour}}
-	var gateways []*Redis
-	for g := 0; g < 2; g++ {
-		s := NewRedis(redis.NewClient(c.Options()), RedisOptions{Timeout: 5 * time.Second, Prefix: "shared-key:"})
-		defer s.Close()
-		gateways = append(gateways, s)
-	}
+	gateways := gatewaysOn(t, c, 2, "shared-key:")
 	const senders, rounds, entries = 4, 10, 20
-	var wg sync.WaitGroup
-	for w := 0; w < senders; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			reqs := make([]Request, entries)
-			for round := 0; round < rounds; round++ {
-				for i := range reqs {
-					reqs[i] = *req(time.Time{}, vals{"campaign": "spring"}, rule)
-				}
-				if _, err := gateways[w%2].DecideBatch(context.Background(), reqs, BatchEach); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	sendBatches(t, gateways, senders, rounds, func(int) []Request {
+		reqs := make([]Request, entries)
+		for i := range reqs {
+			reqs[i] = *req(time.Time{}, vals{"campaign": "spring"}, rule)
+		}
+		return reqs
+	}, nil)
 	if u := mustUsage(t, gateways[0], req(time.Time{}, vals{"campaign": "spring"}, rule)); u.Results[0].Used != senders*rounds*entries {
 		t.Fatalf("the campaign counts %d, want %d", u.Results[0].Used, senders*rounds*entries)
 	}
@@ -228,4 +195,41 @@ func TestSharedKeyInBatchSendsGoesHot(t *testing.T) {
 	if conflicts > 12 {
 		t.Fatalf("%d conflicts: the shared key should send its batches to the script", conflicts)
 	}
+}
+
+// gatewaysOn returns n stores on c's Redis, each on a client of its own,
+// as n gateways are; the test closes them.
+func gatewaysOn(t *testing.T, c *redis.Client, n int, prefix string) []*Redis {
+	var gateways []*Redis
+	for g := 0; g < n; g++ {
+		s := NewRedis(redis.NewClient(c.Options()), RedisOptions{Timeout: 5 * time.Second, Prefix: prefix})
+		t.Cleanup(func() { s.Close() })
+		gateways = append(gateways, s)
+	}
+	return gateways
+}
+
+// sendBatches has senders goroutines send rounds batch sends each under
+// BatchEach, sender w through gateways[w%len(gateways)], each batch built
+// by build(w); got, when not nil, takes each answer on the sender's
+// goroutine. A failed batch fails the test and stops its sender.
+func sendBatches(t *testing.T, gateways []*Redis, senders, rounds int, build func(w int) []Request, got func(w int, ds []*Decision)) {
+	var wg sync.WaitGroup
+	for w := 0; w < senders; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := 0; round < rounds; round++ {
+				ds, err := gateways[w%len(gateways)].DecideBatch(context.Background(), build(w), BatchEach)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got != nil {
+					got(w, ds)
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -35,8 +35,8 @@ func newKeyLeases() *keyLeases {
 }
 
 // acquire leases every key of calls, waiting while another batch holds one
-// of them, until ctx ends (then it returns ctx.Err()). The caller ends the lease with release, once its
-// write has landed or failed.
+// of them, until ctx ends (then it returns ctx.Err()). The caller ends the
+// lease with release, once its write has landed or failed.
 func (l *keyLeases) acquire(ctx context.Context, calls []*call) (*lease, error) {
 	ls := &lease{done: make(chan struct{})}
 	for _, c := range calls {

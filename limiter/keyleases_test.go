@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -79,31 +78,20 @@ func TestConcurrentBatchSendsDoNotConflict(t *testing.T) {
 	rule := &Rule{Name: "hour", By: []string{"recipient"}, Limit: 1000, Window: Window{Duration: time.Hour}}
 	at := mustParse(t, "2026-05-01T10:00:00Z")
 	const senders, rounds, recipients = 8, 20, 50
-	var wg sync.WaitGroup
-	for g := 0; g < senders; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			reqs := make([]Request, recipients)
-			for round := 0; round < rounds; round++ {
-				for i := range reqs {
-					reqs[i] = *req(at, vals{"recipient": "r" + strconv.Itoa(i)}, rule)
-				}
-				ds, err := s.DecideBatch(context.Background(), reqs, BatchEach)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				for i, d := range ds {
-					if !d.Allowed {
-						t.Errorf("entry %d denied under a limit of 1000", i)
-						return
-					}
-				}
+	sendBatches(t, []*Redis{s}, senders, rounds, func(int) []Request {
+		reqs := make([]Request, recipients)
+		for i := range reqs {
+			reqs[i] = *req(at, vals{"recipient": "r" + strconv.Itoa(i)}, rule)
+		}
+		return reqs
+	}, func(_ int, ds []*Decision) {
+		for i, d := range ds {
+			if !d.Allowed {
+				t.Errorf("entry %d denied under a limit of 1000", i)
+				return
 			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	if n := s.Conflicts(); n != 0 {
 		t.Errorf("%d batch sends found a key changed at their write", n)
 	}

@@ -148,9 +148,9 @@ func (s *Redis) hotBatch(calls []*call, mode BatchMode) bool {
 // writes them with a compare-and-set (none when nothing was admitted, or,
 // under OP_DECIDE_ALL, when anything was denied); a key changed in between
 // sends the batch to the script, or with perComponent (BatchEach) only the
-// entries that share keys with it (see decidedInGo). A batch send of this store that shares a
-// key with it waits for it first (keyLeases). It waits at most the store's
-// timeout, or until ctx ends.
+// entries that share keys with it (see decidedInGo). A batch send of this
+// store that shares a key with it waits for it first (keyLeases). It waits
+// at most the store's timeout, or until ctx ends.
 func (s *Redis) decideBatchInGo(ctx context.Context, calls []*call, perComponent bool) error {
 	waitCtx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()

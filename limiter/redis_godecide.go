@@ -315,8 +315,7 @@ func componentsOf(calls []*call, b *readBatch) (byCall, byKey []int32, packed []
 	for i := range parent {
 		parent[i] = int32(i)
 	}
-	var find func(i int32) int32
-	find = func(i int32) int32 {
+	find := func(i int32) int32 {
 		for parent[i] != i {
 			parent[i] = parent[parent[i]]
 			i = parent[i]
@@ -350,8 +349,8 @@ func componentsOf(calls []*call, b *readBatch) (byCall, byKey []int32, packed []
 }
 
 // finishWrite takes the write's answer for held: written, it answers the
-// calls; a key changed since the read, it decides them again in the
-// script; failed, it fails them.
+// calls; a key changed since the read, it decides again in the script the
+// calls the write refused (see refused); failed, it fails them.
 func (s *Redis) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
 	err := answered(ec, ec.Val() != nil, perr)
 	if _, ok := ec.Val().(int64); ok {
@@ -369,48 +368,49 @@ func (s *Redis) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
 		held.fail(err)
 		return
 	}
-	if held.perComponent {
-		s.finishComponents(held, ec)
-		return
-	}
-	if changed, _ := ec.Int64(); changed != 0 {
+	if again := s.refused(held, ec); len(again) > 0 {
 		s.conflicts.Add(1)
-		if int(changed) <= len(held.names) {
-			s.hot.mark(held.names[changed-1])
-		}
-		for _, c := range held.calls {
+		for _, c := range again {
 			c.err, c.reply = nil, nil
-		}
-		s.runCalls(held.ctx, held.calls)
-	}
-	held.done()
-}
-
-// finishComponents takes the answer of a write by component: the calls of
-// the components commit.lua refused (a key changed since the read) are
-// decided again in the script, and the changed keys are hot; the others
-// stand as decided.
-func (s *Redis) finishComponents(held *decidedInGo, ec *redis.Cmd) {
-	changed, _ := ec.Val().([]any)
-	if len(changed) > 0 {
-		s.conflicts.Add(1)
-		failed := make(map[int32]bool, len(changed))
-		for _, v := range changed {
-			if k, ok := v.(int64); ok && k >= 1 && int(k) <= len(held.names) {
-				s.hot.mark(held.names[k-1])
-				failed[held.keyComp[k-1]] = true
-			}
-		}
-		var again []*call
-		for i, c := range held.calls {
-			if failed[held.component[i]] {
-				c.err, c.reply = nil, nil
-				again = append(again, c)
-			}
 		}
 		s.runCalls(held.ctx, again)
 	}
 	held.done()
+}
+
+// refused returns the calls whose write commit.lua refused, a key of
+// theirs having changed since the read (every call, or with perComponent
+// those of the refused components), and makes each changed key it names
+// hot: the first one, or the first of each refused component.
+func (s *Redis) refused(held *decidedInGo, ec *redis.Cmd) []*call {
+	var changed []int64
+	if held.perComponent {
+		changed, _ = ec.Int64Slice()
+	} else if k, _ := ec.Int64(); k != 0 {
+		changed = []int64{k}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	failed := make(map[int32]bool, len(changed))
+	for _, k := range changed {
+		if k >= 1 && int(k) <= len(held.names) {
+			s.hot.mark(held.names[k-1])
+			if held.perComponent {
+				failed[held.keyComp[k-1]] = true
+			}
+		}
+	}
+	if !held.perComponent {
+		return held.calls
+	}
+	var again []*call
+	for i, c := range held.calls {
+		if failed[held.component[i]] {
+			again = append(again, c)
+		}
+	}
+	return again
 }
 
 // allAdmitted reports whether every call was decided and admitted.

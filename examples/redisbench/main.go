@@ -193,13 +193,7 @@ func measureBatches(design string, data []send, recipients, size, callers, gatew
 		var turn atomic.Int64
 		rules := seedRules()
 		fill := func(req *limiter.Request, s send, now time.Time) {
-			who, what := "u"+strconv.Itoa(int(s.recipient)), contentHash(s.content)
-			req.Now = now
-			req.Checks = append(req.Checks[:0],
-				limiter.Check{Rule: rules[0], Values: []string{who}, Cost: 1},
-				limiter.Check{Rule: rules[1], Values: []string{who}, Cost: 1},
-				limiter.Check{Rule: rules[2], Values: []string{who, what}, Cost: 1},
-				limiter.Check{Rule: rules[3], Values: []string{who, what}, Cost: 1})
+			req.Now, req.Checks = now, seedChecks(req.Checks[:0], rules, s)
 		}
 		decideBatch := func(ctx context.Context, reqs []limiter.Request) (int64, error) {
 			store := stores[int(turn.Add(1))%len(stores)]
@@ -389,6 +383,16 @@ func seedRules() []*limiter.Rule {
 	}
 }
 
+// seedChecks appends the checks of one send under seedRules to dst.
+func seedChecks(dst []limiter.Check, rules []*limiter.Rule, s send) []limiter.Check {
+	who, what := "u"+strconv.Itoa(int(s.recipient)), contentHash(s.content)
+	return append(dst,
+		limiter.Check{Rule: rules[0], Values: []string{who}, Cost: 1},
+		limiter.Check{Rule: rules[1], Values: []string{who}, Cost: 1},
+		limiter.Check{Rule: rules[2], Values: []string{who, what}, Cost: 1},
+		limiter.Check{Rule: rules[3], Values: []string{who, what}, Cost: 1})
+}
+
 // contentHash stands for the hash of a message text, as senders key
 // content caps by.
 func contentHash(c int8) string { return fmt.Sprintf("%016x", uint64(c+1)*0x9E3779B97F4A7C15) }
@@ -409,14 +413,7 @@ func newDecider(design string, client *redis.Client, inFlight int) (decider, fun
 		rules := seedRules()
 		closer := func() { closeStore(design, store) }
 		return func(ctx context.Context, s send, now time.Time) (bool, error) {
-			who, what := "u"+strconv.Itoa(int(s.recipient)), contentHash(s.content)
-			req := &limiter.Request{Now: now, Checks: []limiter.Check{
-				{Rule: rules[0], Values: []string{who}, Cost: 1},
-				{Rule: rules[1], Values: []string{who}, Cost: 1},
-				{Rule: rules[2], Values: []string{who, what}, Cost: 1},
-				{Rule: rules[3], Values: []string{who, what}, Cost: 1},
-			}}
-			d, err := store.Decide(ctx, req)
+			d, err := store.Decide(ctx, &limiter.Request{Now: now, Checks: seedChecks(nil, rules, s)})
 			if err != nil {
 				return false, err
 			}
