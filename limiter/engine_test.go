@@ -319,12 +319,12 @@ func TestLargeLimitMemoryBounded(t *testing.T) {
 	}
 	for i := range m.shards {
 		sh := &m.shards[i]
-		for si := range sh.slots {
-			if sh.slots[si].expireAt == 0 {
+		for si := range sh.slots.len() {
+			if sh.slots.at(si).expireAt == 0 {
 				continue
 			}
 			var k keyLogs
-			if err := decodeBlob(sh.value(int32(si)), &k); err != nil {
+			if err := decodeBlob(sh.value(si), &k); err != nil {
 				t.Fatal(err)
 			}
 			for _, l := range k.subs {

@@ -342,7 +342,7 @@ func (tx *memTxn) lookup(p *plan, si int, now int64) *keyLogs {
 	if i < 0 {
 		return nil
 	}
-	if sh.slots[i].expireAt <= now {
+	if sh.slots.at(i).expireAt <= now {
 		sh.remove(i)
 		return nil
 	}
@@ -357,7 +357,7 @@ func (tx *memTxn) lookup(p *plan, si int, now int64) *keyLogs {
 		}
 		return nil
 	}
-	tk.k.expireAt = sh.slots[i].expireAt
+	tk.k.expireAt = sh.slots.at(i).expireAt
 	tk.k.prune(now)
 	return &tk.k
 }

@@ -136,7 +136,7 @@ func (tx *batchTxn) lookup(p *plan, si int, now int64) *keyLogs {
 		return nil
 	}
 	tk.slot = -1
-	if sh.slots[i].expireAt <= now {
+	if sh.slots.at(i).expireAt <= now {
 		sh.remove(i)
 		return nil
 	}
@@ -147,7 +147,7 @@ func (tx *batchTxn) lookup(p *plan, si int, now int64) *keyLogs {
 		return nil
 	}
 	tk.slot = i
-	tk.k.expireAt = sh.slots[i].expireAt
+	tk.k.expireAt = sh.slots.at(i).expireAt
 	tk.k.prune(now)
 	tx.state[ki] = keyHeld
 	return &tk.k

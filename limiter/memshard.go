@@ -7,7 +7,8 @@ import (
 
 // A memShard holds its keys without a single Go pointer per key: each key
 // and its value (the Redis store's format, see blob.go) lie side by side in
-// one byte arena, found through a map from the key's hash to a slot. The
+// a byte arena (see pagedArena), found through a map from the key's hash to
+// a slot. The
 // garbage collector never looks inside a shard, so a store of millions of
 // recipients costs it nothing to mark (a map of pointers per recipient made
 // every collection walk them all, which with one core meant tens of
@@ -18,9 +19,9 @@ type memShard struct {
 	// lies in the arena (see head); keys whose hashes collide chain through
 	// memSlot.next.
 	index map[uint64]uint64
-	slots []memSlot
+	slots slotPages
 	free  []int32 // unused slots
-	arena []byte
+	arena pagedArena
 	// garbage is how many arena bytes no slot uses any more; past half the
 	// arena, the live ones are copied into a new one.
 	garbage int
@@ -41,14 +42,19 @@ type memSlot struct {
 const compactMin = 16 << 10
 
 func (sh *memShard) key(i int32) []byte {
-	s := &sh.slots[i]
-	return sh.arena[s.off : s.off+s.keyLen]
+	s := sh.slots.at(i)
+	return sh.arena.bytes(s.off, int(s.keyLen))
 }
 
 func (sh *memShard) value(i int32) []byte {
-	s := &sh.slots[i]
-	v := s.off + s.keyLen
-	return sh.arena[v : v+s.valLen]
+	s := sh.slots.at(i)
+	return sh.arena.bytes(s.off, int(s.keyLen+s.valLen))[s.keyLen:]
+}
+
+// room is slot i's whole room: its key, then its value's capacity.
+func (sh *memShard) room(i int32) []byte {
+	s := sh.slots.at(i)
+	return sh.arena.bytes(s.off, int(s.keyLen+s.valCap))
 }
 
 // head packs the index entry of slot i: the slot, and its key's offset in
@@ -62,7 +68,7 @@ func head(i int32, off uint32) uint64 { return uint64(off)<<32 | uint64(uint32(i
 func firstSlot(e uint64) int32 { return int32(uint32(e)) }
 
 // setHead points the index entry of hash at slot i.
-func (sh *memShard) setHead(hash uint64, i int32) { sh.index[hash] = head(i, sh.slots[i].off) }
+func (sh *memShard) setHead(hash uint64, i int32) { sh.index[hash] = head(i, sh.slots.at(i).off) }
 
 // find returns the slot of key, or -1.
 func (sh *memShard) find(hash uint64, key []byte) int32 {
@@ -71,10 +77,10 @@ func (sh *memShard) find(hash uint64, key []byte) int32 {
 		return -1
 	}
 	i, off := firstSlot(e), uint32(e>>32)
-	if end := int(off) + len(key); end <= len(sh.arena) && bytes.Equal(sh.arena[off:end], key) && int(sh.slots[i].keyLen) == len(key) {
+	if k := sh.arena.bytes(off, len(key)); k != nil && bytes.Equal(k, key) && int(sh.slots.at(i).keyLen) == len(key) {
 		return i
 	}
-	for i = sh.slots[i].next; i >= 0; i = sh.slots[i].next {
+	for i = sh.slots.at(i).next; i >= 0; i = sh.slots.at(i).next {
 		if bytes.Equal(sh.key(i), key) {
 			return i
 		}
@@ -84,7 +90,7 @@ func (sh *memShard) find(hash uint64, key []byte) int32 {
 
 // remove forgets slot i.
 func (sh *memShard) remove(i int32) {
-	s := &sh.slots[i]
+	s := sh.slots.at(i)
 	if first := firstSlot(sh.index[s.hash]); first == i {
 		if s.next >= 0 {
 			sh.setHead(s.hash, s.next)
@@ -92,9 +98,9 @@ func (sh *memShard) remove(i int32) {
 			delete(sh.index, s.hash)
 		}
 	} else {
-		for j := first; j >= 0; j = sh.slots[j].next {
-			if sh.slots[j].next == i {
-				sh.slots[j].next = s.next
+		for j := first; j >= 0; j = sh.slots.at(j).next {
+			if sh.slots.at(j).next == i {
+				sh.slots.at(j).next = s.next
 				break
 			}
 		}
@@ -110,11 +116,11 @@ func (sh *memShard) remove(i int32) {
 func (sh *memShard) put(i int32, hash uint64, key, val []byte, expireAt int64) int32 {
 	added := i < 0
 	if !added {
-		s := &sh.slots[i]
+		s := sh.slots.at(i)
 		s.expireAt = expireAt
 		if len(val) <= int(s.valCap) {
 			s.valLen = uint32(len(val))
-			copy(sh.arena[s.off+s.keyLen:], val)
+			copy(sh.room(i)[s.keyLen:], val)
 			return i
 		}
 		sh.garbage += int(s.keyLen + s.valCap)
@@ -122,63 +128,70 @@ func (sh *memShard) put(i int32, hash uint64, key, val []byte, expireAt int64) i
 		if n := len(sh.free); n > 0 {
 			i, sh.free = sh.free[n-1], sh.free[:n-1]
 		} else {
-			sh.slots = append(sh.slots, memSlot{})
-			i = int32(len(sh.slots) - 1)
+			i = sh.slots.add()
 		}
 		next := int32(-1)
 		if e, ok := sh.index[hash]; ok {
 			next = firstSlot(e)
 		}
-		sh.slots[i] = memSlot{hash: hash, expireAt: expireAt, next: next}
+		*sh.slots.at(i) = memSlot{hash: hash, expireAt: expireAt, next: next}
 		sh.live++
 	}
 	// A new room, with space to grow: most writes add a record or two.
-	s := &sh.slots[i]
-	s.off, s.keyLen, s.valLen = uint32(len(sh.arena)), uint32(len(key)), uint32(len(val))
+	s := sh.slots.at(i)
+	s.keyLen, s.valLen = uint32(len(key)), uint32(len(val))
 	s.valCap = uint32(len(val) + len(val)/4 + 8)
-	sh.arena = append(sh.arena, key...)
-	sh.arena = append(sh.arena, val...)
-	sh.arena = append(sh.arena, make([]byte, int(s.valCap)-len(val))...)
+	var tail int
+	s.off, tail = sh.arena.room(int(s.keyLen + s.valCap))
+	sh.garbage += tail
+	room := sh.room(i)
+	copy(room, key)
+	copy(room[len(key):], val)
 	if added || firstSlot(sh.index[hash]) == i {
 		// A new key goes first in its hash's chain; a first key moved.
 		sh.setHead(hash, i)
 	}
-	if sh.garbage > compactMin && sh.garbage > len(sh.arena)/2 {
+	sh.compactIfWasteful()
+	return i
+}
+
+// compactIfWasteful compacts the shard once garbage is most of its arena.
+func (sh *memShard) compactIfWasteful() {
+	if sh.garbage > compactMin && sh.garbage > sh.arena.used/2 {
 		sh.compact()
 	}
-	return i
 }
 
 // compact copies the live keys and values into a new arena.
 func (sh *memShard) compact() {
-	arena := make([]byte, 0, len(sh.arena)-sh.garbage+len(sh.arena)/8)
-	for i := range sh.slots {
-		s := &sh.slots[i]
+	var arena pagedArena
+	garbage := 0
+	for i := range sh.slots.len() {
+		s := sh.slots.at(i)
 		if s.expireAt == 0 {
 			continue
 		}
-		off := uint32(len(arena))
-		arena = append(arena, sh.arena[s.off:s.off+s.keyLen+s.valCap]...)
-		s.off = off
-		if firstSlot(sh.index[s.hash]) == int32(i) {
-			sh.setHead(s.hash, int32(i))
+		old := sh.room(i)
+		off, tail := arena.room(len(old))
+		copy(arena.bytes(off, len(old)), old)
+		s.off, garbage = off, garbage+tail
+		if firstSlot(sh.index[s.hash]) == i {
+			sh.setHead(s.hash, i)
 		}
 	}
-	sh.arena, sh.garbage = arena, 0
+	sh.arena, sh.garbage = arena, garbage
 }
 
 // sweep removes expired keys among the next n slots.
 func (sh *memShard) sweep(now int64, n int) {
-	for ; n > 0 && len(sh.slots) > 0; n-- {
-		if sh.swept >= len(sh.slots) {
+	for ; n > 0 && sh.slots.len() > 0; n-- {
+		if sh.swept >= int(sh.slots.len()) {
 			sh.swept = 0
 		}
-		if s := &sh.slots[sh.swept]; s.expireAt != 0 && s.expireAt <= now {
+		if s := sh.slots.at(int32(sh.swept)); s.expireAt != 0 && s.expireAt <= now {
 			sh.remove(int32(sh.swept))
 		}
 		sh.swept++
 	}
-	if sh.garbage > compactMin && sh.garbage > len(sh.arena)/2 {
-		sh.compact()
-	}
+	sh.compactIfWasteful()
 }

@@ -25,8 +25,8 @@ func TestMemShardCollisionsGrowthCompaction(t *testing.T) {
 		for k := 0; k < n; k++ {
 			slot[k] = sh.put(slot[k], uint64(k%3), key(k), val(k, round), 1)
 		}
-		if sh.garbage > compactMin && sh.garbage > len(sh.arena)/2 {
-			t.Fatalf("round %d: %d bytes of garbage in an arena of %d, not compacted", round, sh.garbage, len(sh.arena))
+		if sh.garbage > compactMin && sh.garbage > sh.arena.used/2 {
+			t.Fatalf("round %d: %d bytes of garbage in an arena of %d, not compacted", round, sh.garbage, sh.arena.used)
 		}
 	}
 	for k := 0; k < n; k += 2 {
@@ -93,5 +93,73 @@ func TestMemoryHoldsNoObjectPerKey(t *testing.T) {
 	}
 	if objects > recipients/20 {
 		t.Fatalf("%d heap objects for %d recipients: the store keeps objects per key", objects, recipients)
+	}
+}
+
+// An arena's rooms never move: bytes written into a room read back the
+// same after thousands of rooms more, a room larger than a page gets one of
+// its own, and the unused end of each full page is reported, so that the
+// shard counts it as garbage.
+func TestPagedArenaRooms(t *testing.T) {
+	var a pagedArena
+	type room struct {
+		off uint32
+		b   []byte
+	}
+	var rooms []room
+	wasted := 0
+	for i := 0; i < 5000; i++ {
+		n := 1 + i%700
+		if i%1000 == 999 {
+			n = pageMax + 12345 // larger than a page
+		}
+		off, tail := a.room(n)
+		wasted += tail
+		b := a.bytes(off, n)
+		if len(b) != n {
+			t.Fatalf("room %d: %d bytes, want %d", i, len(b), n)
+		}
+		for j := range b {
+			b[j] = byte(i)
+		}
+		rooms = append(rooms, room{off, b})
+	}
+	used := wasted
+	for i, r := range rooms {
+		got := a.bytes(r.off, len(r.b))
+		if &got[0] != &r.b[0] {
+			t.Fatalf("room %d moved", i)
+		}
+		for _, c := range got {
+			if c != byte(i) {
+				t.Fatalf("room %d overwritten", i)
+			}
+		}
+		used += len(r.b)
+	}
+	if a.used != used {
+		t.Fatalf("used = %d, want the rooms and the unused page ends, %d", a.used, used)
+	}
+	if a.bytes(uint32(len(a.pages))<<pageBits, 1) != nil || a.bytes(0, pageMax+1) != nil {
+		t.Fatal("bytes outside what was handed out were returned")
+	}
+}
+
+// Every slot is found where it was put, and one past the first page (which
+// grows as a slice does) never moves as the table grows.
+func TestSlotPages(t *testing.T) {
+	var tab slotPages
+	var first []*memSlot
+	for i := int32(0); i < 3*slotPage+5; i++ {
+		if got := tab.add(); got != i {
+			t.Fatalf("add = %d, want %d", got, i)
+		}
+		tab.at(i).hash = uint64(i) * 7
+		first = append(first, tab.at(i))
+	}
+	for i := range tab.len() {
+		if s := tab.at(i); s.hash != uint64(i)*7 || (i >= slotPage && s != first[i]) {
+			t.Fatalf("slot %d moved or changed", i)
+		}
 	}
 }
