@@ -32,6 +32,8 @@ go build -o "$out/redisbench" ./examples/redisbench
 taskset -c 1 "$out/redisbench" -recipients "$RECIPIENTS" -runs "$RUNS" -designs zset4,freqcap-script,freqcap | tee "$out/redis.txt"
 echo "== Redis: the same data set as batch sends of 500 (4 senders) beside single sends, the read-and-write floor, and batches decided in the script"
 taskset -c 1 "$out/redisbench" -recipients "$RECIPIENTS" -runs "$RUNS" -designs freqcap,freqcap-batch,floor-batch,freqcap-batch-script | tee "$out/redis-batch.txt"
+echo "== what each way of reading, checking and writing a key costs Redis (the floor, WATCH, commit.lua)"
+taskset -c 1 "$out/redisbench" -recipients "$RECIPIENTS" -primitives -runs "$RUNS" | tee "$out/primitives.txt"
 echo "== what one round trip costs Redis, by what it carries"
 taskset -c 1 "$out/redisbench" -roundtrips | tee "$out/roundtrips.txt"
 

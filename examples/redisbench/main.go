@@ -64,6 +64,7 @@ func main() {
 	inFlight := flag.Int("inflight", 0, "freqcap: batched script runs in flight (0: the store's default)")
 	cpuProfile := flag.String("cpuprofile", "", "write this process's CPU profile (the client side) to the file")
 	roundTripsOnly := flag.Bool("roundtrips", false, "print what one round trip costs Redis, by what it carries, and exit")
+	primitivesOnly := flag.Bool("primitives", false, "print what each way of reading, checking and writing a batch's keys costs Redis a key (-recipients keys, -batch a batch, -runs rounds), and exit")
 	addr := flag.String("addr", "", "use this Redis (flushed before each design) instead of starting one, e.g. under valgrind --tool=callgrind")
 	flag.Parse()
 
@@ -77,6 +78,12 @@ func main() {
 	}
 	if *roundTripsOnly {
 		if err := roundTrips(*core); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if *primitivesOnly {
+		if err := measurePrimitives(*core, *addr, *recipients, *batch, *runs); err != nil {
 			log.Fatal(err)
 		}
 		return
