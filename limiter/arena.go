@@ -8,22 +8,29 @@ package limiter
 // recipients, that copying and the zeroing of each new slice were two
 // fifths of a batch send's CPU (BenchmarkHandlerBatch/memory), and one
 // copy of a large shard held its lock for milliseconds. Pages are
-// allocated once, at their full size, and filled in order; a room never
-// spans two.
+// allocated once, at their full size; small rooms fill one page after
+// another, and a room never spans two.
 type pagedArena struct {
 	pages [][]byte
-	// used is the bytes handed out, the unused tail of each full page
-	// included (it counts as garbage).
-	used int
+	// fill is the page small rooms are handed out from, plus one (0: none
+	// yet).
+	fill int
+	// used is the bytes handed out as rooms; unused is the bytes left at
+	// the ends of full pages, which no room will ever take.
+	used, unused int
 }
 
 const (
 	// pageBits splits an arena offset into a page (the high bits) and a
 	// position in it (the low bits).
 	pageBits = 16
-	// pageMax is the size of a page once the arena has grown; a room
-	// larger than that gets a page of its own.
+	// pageMax is the size of a page once the arena has grown.
 	pageMax = 1 << pageBits
+	// largeRoom is the least room that gets a page of its own, so that the
+	// end a room leaves unused in a page is at most a quarter of it (rooms
+	// of just over half a page, filling pages one a page, would leave
+	// half of every page unused).
+	largeRoom = pageMax/4 + 1
 	// pageFirst is the size of a shard's first page: most shards of a small
 	// store never need more. Each next page is half as large again, up to
 	// pageMax, so that the unused part of the last page stays a small part
@@ -35,31 +42,34 @@ const (
 	maxPages = 1 << (32 - pageBits)
 )
 
-// room hands out n contiguous bytes and returns their offset, and how many
-// bytes at the end of the last page it left unused. Past maxPages it
-// panics, as running out of memory would: offsets are 32 bits, so the
+// room hands out n contiguous bytes and returns their offset. Past maxPages
+// it panics, as running out of memory would: offsets are 32 bits, so the
 // alternative is corrupt values.
-func (a *pagedArena) room(n int) (off uint32, tail int) {
-	if last := len(a.pages) - 1; last >= 0 {
-		p := a.pages[last]
+func (a *pagedArena) room(n int) uint32 {
+	a.used += n
+	if n < largeRoom && a.fill > 0 {
+		p := a.pages[a.fill-1]
 		if len(p)+n <= cap(p) {
-			a.pages[last] = p[:len(p)+n]
-			a.used += n
-			return uint32(last)<<pageBits | uint32(len(p)), 0
+			a.pages[a.fill-1] = p[:len(p)+n]
+			return uint32(a.fill-1)<<pageBits | uint32(len(p))
 		}
-		tail = cap(p) - len(p) // the rest of a full page is never used
 	}
 	if len(a.pages) >= maxPages {
 		panic("limiter: a memory store shard is full (4 GiB)")
 	}
-	size := pageFirst
-	if last := len(a.pages) - 1; last >= 0 {
-		size = min(cap(a.pages[last])*3/2, pageMax)
+	if n >= largeRoom {
+		a.pages = append(a.pages, make([]byte, n))
+		return uint32(len(a.pages)-1) << pageBits
 	}
-	size = max(size, n)
+	size := pageFirst
+	if a.fill > 0 {
+		full := a.pages[a.fill-1]
+		a.unused += cap(full) - len(full)
+		size = min(cap(full)*3/2, pageMax)
+	}
 	a.pages = append(a.pages, make([]byte, n, size))
-	a.used += tail + n
-	return uint32(len(a.pages)-1) << pageBits, tail
+	a.fill = len(a.pages)
+	return uint32(a.fill-1) << pageBits
 }
 
 // bytes returns the n bytes at off, or nil when they lie outside what was

@@ -22,8 +22,8 @@ type memShard struct {
 	slots slotPages
 	free  []int32 // unused slots
 	arena pagedArena
-	// garbage is how many arena bytes no slot uses any more; past half the
-	// arena, the live ones are copied into a new one.
+	// garbage is how many bytes of the arena's rooms no slot uses any
+	// more; past half of them, the live rooms are copied into a new arena.
 	garbage int
 	live    int
 	swept   int // the slot the sweeper looks at next
@@ -141,9 +141,7 @@ func (sh *memShard) put(i int32, hash uint64, key, val []byte, expireAt int64) i
 	s := sh.slots.at(i)
 	s.keyLen, s.valLen = uint32(len(key)), uint32(len(val))
 	s.valCap = uint32(len(val) + len(val)/4 + 8)
-	var tail int
-	s.off, tail = sh.arena.room(int(s.keyLen + s.valCap))
-	sh.garbage += tail
+	s.off = sh.arena.room(int(s.keyLen + s.valCap))
 	room := sh.room(i)
 	copy(room, key)
 	copy(room[len(key):], val)
@@ -165,21 +163,19 @@ func (sh *memShard) compactIfWasteful() {
 // compact copies the live keys and values into a new arena.
 func (sh *memShard) compact() {
 	var arena pagedArena
-	garbage := 0
 	for i := range sh.slots.len() {
 		s := sh.slots.at(i)
 		if s.expireAt == 0 {
 			continue
 		}
 		old := sh.room(i)
-		off, tail := arena.room(len(old))
-		copy(arena.bytes(off, len(old)), old)
-		s.off, garbage = off, garbage+tail
+		s.off = arena.room(len(old))
+		copy(arena.bytes(s.off, len(old)), old)
 		if firstSlot(sh.index[s.hash]) == i {
 			sh.setHead(s.hash, i)
 		}
 	}
-	sh.arena, sh.garbage = arena, garbage
+	sh.arena, sh.garbage = arena, 0
 }
 
 // sweep removes expired keys among the next n slots.
