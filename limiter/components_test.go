@@ -83,6 +83,79 @@ func TestBatchConflictRedecidesOnlyItsComponent(t *testing.T) {
 	}
 }
 
+// A batch send under reject whose write conflicts goes whole to the script,
+// and one too large for a script run (here 300 rule specs, past 255) is run
+// in parts. A denial in the last part must then take back what the first
+// recorded: nothing of the batch stays counted.
+func TestBatchAllConflictInPartsRecordsNothingWhenDenied(t *testing.T) {
+	c := redistest.Client(t)
+	// The rollback's refund prunes at the server's time, as a refund does:
+	// the batch is sent at it.
+	at := time.Now()
+	const n = 300
+	rules := make([]*Rule, n)
+	for i := range rules {
+		// distinct limits, so that every entry is a rule spec of its own;
+		// the last entry's recipient takes one send
+		rules[i] = &Rule{Name: "hour", By: []string{"recipient"}, Limit: int64(1000 + i), Window: Window{Duration: time.Hour}}
+	}
+	rules[n-1].Limit = 1
+	prefix := "parts:"
+	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, Prefix: prefix})
+	defer s.Close()
+	other := NewRedis(redis.NewClient(c.Options()), RedisOptions{Timeout: 5 * time.Second, Prefix: prefix, ScriptOnly: true})
+	defer other.Close()
+	last := func() *Request { return req(at, vals{"recipient": fmt.Sprint("r", n-1)}, rules[n-1]) }
+	c.AddHook(&beforeCommit{f: func() { mustDecide(t, other, last()) }})
+
+	var reqs []Request
+	for i := 0; i < n; i++ {
+		reqs = append(reqs, *req(at, vals{"recipient": fmt.Sprint("r", i)}, rules[i]))
+	}
+	ds := mustBatch(t, s, reqs, BatchAll)
+	if ds[n-1].Allowed {
+		t.Fatalf("the last entry admitted past its limit: %s", describe(ds[n-1]))
+	}
+	if n := s.Conflicts(); n != 1 {
+		t.Fatalf("conflicts = %d, want 1: the test did not reach the script", n)
+	}
+	for i := 0; i < n-1; i++ {
+		if u := mustUsage(t, s, req(at, vals{"recipient": fmt.Sprint("r", i)}, rules[i])); u.Results[0].Used != 0 {
+			t.Errorf("r%d counts %d of a denied batch, want 0", i, u.Results[0].Used)
+		}
+	}
+	if u := mustUsage(t, s, last()); u.Results[0].Used != 1 {
+		t.Errorf("r%d counts %d, want the other gateway's 1", n-1, u.Results[0].Used)
+	}
+}
+
+// A batch send whose caller has already gone is not sent: it fails with the
+// caller's error and records nothing, in either mode.
+func TestBatchSendForAGoneCallerRecordsNothing(t *testing.T) {
+	c := redistest.Client(t)
+	rule := &Rule{Name: "hour", By: []string{"recipient"}, Limit: 10, Window: Window{Duration: time.Hour}}
+	at := time.Now()
+	s := NewRedis(c, RedisOptions{Timeout: 5 * time.Second, Prefix: "gone:"})
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var reqs []Request
+	for i := 0; i < 100; i++ {
+		reqs = append(reqs, *req(at, vals{"recipient": fmt.Sprint("r", i)}, rule))
+	}
+	for _, mode := range []BatchMode{BatchAll, BatchEach} {
+		if _, err := s.DecideBatch(ctx, reqs, mode); err == nil {
+			t.Fatalf("%s: a batch for a cancelled caller was decided", mode)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // a write sent regardless would have landed
+	for i := range reqs {
+		if u := mustUsage(t, s, &reqs[i]); u.Results[0].Used != 0 {
+			t.Fatalf("entry %d counts %d sends of a gone caller, want 0", i, u.Results[0].Used)
+		}
+	}
+}
+
 // Two gateways sending batch sends under drop to the same recipients at
 // once conflict often; every admission is still counted once, and nothing
 // is admitted past the limit.

@@ -161,6 +161,12 @@ func (s *Redis) decideBatchInGo(ctx context.Context, calls []*call, perComponent
 		}
 		return s.timedOut()
 	}
+	if err := ctx.Err(); err != nil {
+		// The caller is gone: what the batch recorded would be answered
+		// as failed and never given back.
+		s.leases.release(ls)
+		return classify(err)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -193,12 +199,9 @@ func (s *Redis) runGroups(ctx context.Context, groups [][]*call) {
 	for _, g := range groups {
 		keys, args, ok := runArgsOf(g)
 		if !ok {
-			// Too many rule specs or keys for one run: split, each part
-			// recording what it admits, for rollbackEntries to take
-			// back.
-			for _, c := range g {
-				c.op = opDecide
-			}
+			// Too many rule specs or keys for one run: runCalls splits
+			// it, each part recording what it admits, for
+			// rollbackEntries to take back.
 			s.runCalls(ctx, g)
 			continue
 		}

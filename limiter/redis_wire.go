@@ -179,7 +179,14 @@ func (s *Redis) runCalls(ctx context.Context, calls []*call) {
 	keys, args, ok := runArgsOf(calls)
 	if !ok {
 		// Too many specs or keys for one run: run in two halves (a
-		// decision alone has at most 255 sections).
+		// decision alone has at most 255 sections). Each half records
+		// what it admits (OP_DECIDE): under OP_DECIDE_ALL a half with no
+		// denial would record itself whatever the other half found, and
+		// its records would be taken for unwritten. The caller's
+		// rollback takes back what a denied batch recorded.
+		for _, c := range calls {
+			c.op = opDecide
+		}
 		s.runCalls(ctx, calls[:len(calls)/2])
 		s.runCalls(ctx, calls[len(calls)/2:])
 		return
