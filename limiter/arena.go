@@ -67,7 +67,7 @@ func (a *pagedArena) room(n int) uint32 {
 		a.unused += cap(full) - len(full)
 		size = min(cap(full)*3/2, pageMax)
 	}
-	a.pages = append(a.pages, make([]byte, n, size))
+	a.pages = append(a.pages, make([]byte, n, max(size, n)))
 	a.fill = len(a.pages)
 	return uint32(a.fill-1) << pageBits
 }

@@ -110,7 +110,10 @@ func TestPagedArenaRooms(t *testing.T) {
 	total := 0
 	for i := 0; i < 5000; i++ {
 		n := 1 + i%700
-		if i%100 == 99 {
+		switch {
+		case i == 0:
+			n = largeRoom - 1 // small, yet more than a first page holds
+		case i%100 == 99:
 			n = largeRoom + i // just over a quarter of a page, and more
 		}
 		pages := len(a.pages)
