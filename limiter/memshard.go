@@ -8,11 +8,10 @@ import (
 // A memShard holds its keys without a single Go pointer per key: each key
 // and its value (the Redis store's format, see blob.go) lie side by side in
 // a byte arena (see pagedArena), found through a map from the key's hash to
-// a slot. The
-// garbage collector never looks inside a shard, so a store of millions of
-// recipients costs it nothing to mark (a map of pointers per recipient made
-// every collection walk them all, which with one core meant tens of
-// milliseconds of added latency).
+// a slot. The garbage collector never looks inside a shard, so a store of
+// millions of recipients costs it nothing to mark (a map of pointers per
+// recipient made every collection walk them all, which with one core meant
+// tens of milliseconds of added latency).
 type memShard struct {
 	mu sync.Mutex
 	// index maps a key's hash to its first slot and where that slot's key
