@@ -353,7 +353,8 @@ func componentsOf(calls []*call, b *readBatch) (byCall, byKey []int32, packed []
 // calls the write refused (see refused); failed, it fails them.
 func (s *Redis) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
 	err := answered(ec, ec.Val() != nil, perr)
-	if _, ok := ec.Val().(int64); ok {
+	switch ec.Val().(type) {
+	case int64, []any: // by key, or by component
 		// Answered: a failure later in the pipeline may have stamped its
 		// error on every command, this one included.
 		err = nil
