@@ -154,12 +154,17 @@ func (s *Redis) hotBatch(calls []*call, mode BatchMode) bool {
 func (s *Redis) decideBatchInGo(ctx context.Context, calls []*call, perComponent bool) error {
 	waitCtx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	ls, err := s.leases.acquire(waitCtx, calls)
-	if err != nil {
-		if ctx.Err() != nil {
-			return classify(ctx.Err())
+	// gaveUp is the error once waitCtx has ended: the caller's, or the
+	// store's timeout.
+	gaveUp := func() error {
+		if err := ctx.Err(); err != nil {
+			return classify(err)
 		}
 		return s.timedOut()
+	}
+	ls, err := s.leases.acquire(waitCtx, calls)
+	if err != nil {
+		return gaveUp()
 	}
 	if err := ctx.Err(); err != nil {
 		// The caller is gone: what the batch recorded would be answered
@@ -181,12 +186,9 @@ func (s *Redis) decideBatchInGo(ctx context.Context, calls []*call, perComponent
 	case <-done:
 		return nil
 	case <-waitCtx.Done():
-		if ctx.Err() != nil {
-			return classify(ctx.Err())
-		}
 		// The write may still land: an over-count until its records
 		// leave their windows, never an over-admission.
-		return s.timedOut()
+		return gaveUp()
 	}
 }
 

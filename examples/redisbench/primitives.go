@@ -46,20 +46,21 @@ func primitives() []primitive {
 	// watched key up in the client's list of them, so the cost of a WATCH
 	// grows with the square of its keys (100 was the cheapest tried).
 	const watchChunk = 100
+	read := func(ctx context.Context, c *redis.Client, keys []string) error {
+		return c.MGet(ctx, keys...).Err()
+	}
+	write := func(ctx context.Context, c *redis.Client, keys []string) error {
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error { setAll(ctx, p, keys); return nil })
+		return err
+	}
 	return []primitive{
-		{"read: MGET", func(ctx context.Context, c *redis.Client, keys []string) error {
-			return c.MGet(ctx, keys...).Err()
-		}},
-		{"write: SET … PX, pipelined", func(ctx context.Context, c *redis.Client, keys []string) error {
-			_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error { setAll(ctx, p, keys); return nil })
-			return err
-		}},
+		{"read: MGET", read},
+		{"write: SET … PX, pipelined", write},
 		{"the floor: MGET, then SET … PX (no check)", func(ctx context.Context, c *redis.Client, keys []string) error {
-			if err := c.MGet(ctx, keys...).Err(); err != nil {
+			if err := read(ctx, c, keys); err != nil {
 				return err
 			}
-			_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error { setAll(ctx, p, keys); return nil })
-			return err
+			return write(ctx, c, keys)
 		}},
 		{"a script given the keys and values, doing nothing", func(ctx context.Context, c *redis.Client, keys []string) error {
 			return argsOnly.Run(ctx, c, keys, values(len(keys), primitiveValue)...).Err()
@@ -86,7 +87,7 @@ func primitives() []primitive {
 			return nil
 		}},
 		{"compare-and-set by commit.lua, after an MGET (this store's batch)", func(ctx context.Context, c *redis.Client, keys []string) error {
-			if err := c.MGet(ctx, keys...).Err(); err != nil {
+			if err := read(ctx, c, keys); err != nil {
 				return err
 			}
 			reply, err := commit.Run(ctx, c, keys, values(len(keys), primitiveValue, primitiveValue, primitiveTTL)...).Int()
