@@ -1,0 +1,116 @@
+package bodycodec
+
+import (
+	"bytes"
+	"compress/flate"
+	stdgzip "compress/gzip"
+	"errors"
+	"strings"
+	"testing"
+)
+
+var codings = []Coding{Identity, Gzip, Deflate, RawDeflate, Zstd}
+
+// TestRoundTrip proves that what Encode writes Decode reads back whole,
+// in the coding it was written in.
+func TestRoundTrip(t *testing.T) {
+	plain := []byte(strings.Repeat(`{"to":"ExponentPushToken[xxxxxxxxxxxxxxxxxxxxxx]","body":"hello"},`, 200))
+	for _, c := range codings {
+		enc, err := Encode(c, plain)
+		if err != nil {
+			t.Fatalf("%v: %v", c, err)
+		}
+		in := c
+		if c == RawDeflate {
+			in = Deflate // both arrive as "deflate"
+		}
+		got, found, err := Decode(in, enc, int64(len(plain)))
+		if err != nil || !bytes.Equal(got, plain) || found != c {
+			t.Errorf("%v: decoded %d bytes as %v, %v; want %d bytes as %v", c, len(got), found, err, len(plain), c)
+		}
+	}
+}
+
+// TestLimitIsOnDecodedBytes proves that a small body expanding past the
+// limit is ErrTooLarge, and one expanding exactly to it is read.
+func TestLimitIsOnDecodedBytes(t *testing.T) {
+	plain := bytes.Repeat([]byte{'a'}, 1<<20)
+	for _, c := range codings[1:] {
+		enc, _ := Encode(c, plain)
+		if len(enc) > 10<<10 {
+			t.Fatalf("%v: a MiB of one byte encodes to %d bytes", c, len(enc))
+		}
+		if _, _, err := Decode(c, enc, 1<<20-1); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("%v: limit one byte short: %v, want ErrTooLarge", c, err)
+		}
+		if _, _, err := Decode(c, enc, 1<<20); err != nil {
+			t.Errorf("%v: limit exactly the size: %v", c, err)
+		}
+	}
+}
+
+// TestCorrupt proves that data that is not of its coding, that ends
+// early, or that has bytes after its end is ErrCorrupt, never a prefix
+// read as the body.
+func TestCorrupt(t *testing.T) {
+	plain := []byte(`[{"to":"a"},{"to":"b"}]`)
+	for _, c := range codings[1:] {
+		enc, _ := Encode(c, plain)
+		for _, bad := range [][]byte{enc[:len(enc)-1], enc[:len(enc)/2], append(append([]byte{}, enc...), 'x'), []byte("not encoded at all")} {
+			if c == RawDeflate && string(bad) == "not encoded at all" {
+				continue // some text is valid raw deflate by accident; truncations are the point
+			}
+			if got, _, err := Decode(c, bad, 1<<20); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%v: %q decoded to %q, %v; want ErrCorrupt", c, bad, got, err)
+			}
+		}
+	}
+}
+
+// TestStandardLibraryBodies proves that bodies from another encoder (Go's
+// own, as most senders' libraries are built on zlib) are read.
+func TestStandardLibraryBodies(t *testing.T) {
+	plain := []byte(`[{"to":"a","body":"hi"}]`)
+	var gz, fl bytes.Buffer
+	w := stdgzip.NewWriter(&gz)
+	w.Write(plain)
+	w.Close()
+	f, _ := flate.NewWriter(&fl, flate.BestCompression)
+	f.Write(plain)
+	f.Close()
+	for _, tc := range []struct {
+		c    Coding
+		data []byte
+		want Coding
+	}{{Gzip, gz.Bytes(), Gzip}, {Deflate, fl.Bytes(), RawDeflate}} {
+		got, found, err := Decode(tc.c, tc.data, 1<<10)
+		if err != nil || !bytes.Equal(got, plain) || found != tc.want {
+			t.Errorf("%v: %q %v %v", tc.c, got, found, err)
+		}
+	}
+}
+
+// TestParse proves which Content-Encoding values are read.
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want Coding
+		err  bool
+	}{
+		{nil, Identity, false},
+		{[]string{"identity"}, Identity, false},
+		{[]string{"GZIP"}, Gzip, false},
+		{[]string{"x-gzip"}, Gzip, false},
+		{[]string{" deflate "}, Deflate, false},
+		{[]string{"zstd"}, Zstd, false},
+		{[]string{"br"}, Identity, true},
+		{[]string{"gzip, zstd"}, Identity, true},
+		{[]string{"gzip", "gzip"}, Identity, true},
+		{[]string{"identity, gzip"}, Gzip, false},
+	} {
+		got, err := Parse(tc.in)
+		if got != tc.want || (err != nil) != tc.err || (err != nil && !errors.Is(err, ErrUnsupported)) {
+			t.Errorf("Parse(%q) = %v, %v", tc.in, got, err)
+		}
+	}
+}

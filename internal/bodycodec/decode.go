@@ -1,0 +1,174 @@
+package bodycodec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/zstd"
+)
+
+// maxZstdWindow is the largest zstd window Decode accepts: the 8 MiB that
+// RFC 9659 requires of a zstd content coding. A frame asking for more is
+// corrupt for HTTP.
+const maxZstdWindow = 8 << 20
+
+// Decode returns src decoded from c, and the coding it found (RawDeflate
+// for a "deflate" body that has no zlib header; given RawDeflate, it reads
+// raw deflate only). The output is at most
+// limit bytes: past that, Decode stops and returns ErrTooLarge. Data that
+// does not decode, ends early, or is followed by anything but another
+// gzip member, is ErrCorrupt. Identity returns src itself.
+func Decode(c Coding, src []byte, limit int64) ([]byte, Coding, error) {
+	var (
+		r       io.Reader
+		release func()
+		err     error
+	)
+	switch c {
+	case Identity:
+		if int64(len(src)) > limit {
+			return nil, c, ErrTooLarge
+		}
+		return src, c, nil
+	case Gzip:
+		r, release, err = gzipReader(src)
+	case Deflate, RawDeflate:
+		if c == RawDeflate || !zlibHeader(src) {
+			c = RawDeflate
+			r, release = flateReader(src)
+			break
+		}
+		r, release, err = zlibReader(src)
+	case Zstd:
+		r, release, err = zstdReader(src)
+	default:
+		return nil, c, fmt.Errorf("%w: coding %d", ErrUnsupported, c)
+	}
+	if err != nil {
+		return nil, c, fmt.Errorf("%w: %s: %v", ErrCorrupt, c, err)
+	}
+	defer release()
+	out, err := readLimited(r, limit, len(src))
+	if err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			return nil, c, err
+		}
+		return nil, c, fmt.Errorf("%w: %s: %v", ErrCorrupt, c, err)
+	}
+	if c == RawDeflate || c == Deflate {
+		// flate stops at the final block and zlib at its checksum:
+		// bytes after them are not part of the body the sender meant.
+		if br, ok := r.(interface{ Len() int }); ok && br.Len() > 0 {
+			return nil, c, fmt.Errorf("%w: %s: data after the end of the stream", ErrCorrupt, c)
+		}
+	}
+	return out, c, nil
+}
+
+// readLimited reads r to its end into one buffer, first sized for a body
+// that expands four times, and fails with ErrTooLarge at limit+1 bytes.
+func readLimited(r io.Reader, limit int64, encoded int) ([]byte, error) {
+	size := min(int64(encoded)*4+512, limit+1)
+	buf := make([]byte, 0, size)
+	lr := io.LimitReader(r, limit+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := lr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return nil, ErrTooLarge
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// zlibHeader reports whether src starts with a zlib header (RFC 1950):
+// method 8 (deflate), a window of at most 32 KiB, and the check bits.
+func zlibHeader(src []byte) bool {
+	return len(src) >= 2 && src[0]&0x0f == 8 && src[0]>>4 <= 7 && (uint16(src[0])<<8|uint16(src[1]))%31 == 0
+}
+
+// The pools of decoders, each reset onto a new source per body.
+var gzipPool, zlibPool, flatePool, zstdPool sync.Pool
+
+func gzipReader(src []byte) (io.Reader, func(), error) {
+	br := bytes.NewReader(src)
+	zr, _ := gzipPool.Get().(*gzip.Reader)
+	var err error
+	if zr == nil {
+		zr, err = gzip.NewReader(br)
+	} else {
+		err = zr.Reset(br)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return zr, func() { gzipPool.Put(zr) }, nil
+}
+
+// sourced is a decoder together with the reader of its source, so that
+// Decode can ask how much of the source is left unread. A bytes.Reader is
+// a flate.Reader (an io.ByteReader), so the decoder reads it directly,
+// with no buffer ahead, and stops exactly at the end of its stream.
+type sourced struct {
+	io.Reader
+	src *bytes.Reader
+}
+
+func (s sourced) Len() int { return s.src.Len() }
+
+func zlibReader(src []byte) (io.Reader, func(), error) {
+	br := bytes.NewReader(src)
+	zr, _ := zlibPool.Get().(io.ReadCloser)
+	var err error
+	if zr == nil {
+		zr, err = zlib.NewReader(br)
+	} else {
+		err = zr.(zlib.Resetter).Reset(br, nil)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return sourced{zr, br}, func() { zlibPool.Put(zr) }, nil
+}
+
+func flateReader(src []byte) (io.Reader, func()) {
+	br := bytes.NewReader(src)
+	fr, _ := flatePool.Get().(io.ReadCloser)
+	if fr == nil {
+		fr = flate.NewReader(br)
+	} else {
+		_ = fr.(flate.Resetter).Reset(br, nil)
+	}
+	return sourced{fr, br}, func() { flatePool.Put(fr) }
+}
+
+func zstdReader(src []byte) (io.Reader, func(), error) {
+	br := bytes.NewReader(src)
+	zr, _ := zstdPool.Get().(*zstd.Decoder)
+	var err error
+	if zr == nil {
+		// Concurrency 1 decodes in the caller's goroutine: a pooled
+		// decoder holds no goroutine, so the pool may drop it.
+		zr, err = zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow))
+	} else {
+		err = zr.Reset(br)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return zr, func() { zstdPool.Put(zr) }, nil
+}
