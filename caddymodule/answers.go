@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/freqcap/caddy-freqcap/internal/answer"
+	"github.com/freqcap/caddy-freqcap/internal/bodycodec"
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
@@ -22,7 +26,9 @@ type failure struct {
 	rule      string
 }
 
-// write sends f as {"error": ..., "dimension": ..., "rule": ...}.
+// write sends f as {"error": ..., "dimension": ..., "rule": ...}: the
+// admin API's and console's answers (a send's go through its style: see
+// Handler.fail).
 func (f *failure) write(w http.ResponseWriter) error {
 	body := struct {
 		Error     string `json:"error"`
@@ -70,11 +76,51 @@ type violated struct {
 	RetryAfter int64  `json:"retry_after"`
 }
 
-// writeDenial answers a denied request: the quota headers are already set.
-func writeDenial(w http.ResponseWriter, status int, req *limiter.Request, d *limiter.Decision) error {
-	p := newProblem(status, req, d)
-	w.Header().Set("Retry-After", strconv.FormatInt(p.RetryAfter, 10))
-	return writeJSON(w, status, "application/problem+json", p)
+// storeDown is the answer under on_error deny.
+var storeDown = &failure{status: http.StatusServiceUnavailable, reason: "frequency cap store unavailable"}
+
+// provisionAnswer finds the answer style and fills in the status of a
+// denial, which only the problem style takes from status_code.
+func (h *Handler) provisionAnswer() error {
+	if h.Answer == "" {
+		h.Answer = answer.Default
+	}
+	style, ok := answer.Lookup(h.Answer)
+	if !ok {
+		return fmt.Errorf("answer must be one of %s, not %q", strings.Join(answer.Names(), ", "), h.Answer)
+	}
+	if h.Answer != answer.Default && h.StatusCode != 0 {
+		return fmt.Errorf("status_code applies to answer %s only: answer %s denies with its provider's own status", answer.Default, h.Answer)
+	}
+	if h.StatusCode == 0 {
+		h.StatusCode = DefaultStatusCode
+	}
+	h.style, h.denyStyle = style, style
+	if h.Answer == SpliceExpo && h.Batch == BatchDrop {
+		// Expo matches tickets to recipients by position: what batch
+		// drop removed must be put back, as splice expo does.
+		h.Splice = SpliceExpo
+	}
+	if h.Splice == SpliceExpo {
+		h.denyStyle, _ = answer.Lookup("expo")
+	}
+	return nil
+}
+
+// fail answers a request the handler could not decide, in its style.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, f *failure) error {
+	return h.style.Fail(w, r, &answer.Failure{Status: f.status, Reason: f.reason, Dimension: f.dimension, Rule: f.rule}, bodycodec.Accepted)
+}
+
+// writeDenial answers a denied single send, in the handler's style: the
+// quota headers are already set.
+func (h *Handler) writeDenial(w http.ResponseWriter, r *http.Request, req *limiter.Request, d *limiter.Decision) error {
+	p := newProblem(h.StatusCode, req, d)
+	return h.denyStyle.Deny(w, r, &answer.Denial{
+		Status: h.StatusCode, Rule: p.Rule, Limit: p.Limit, RetryAfter: p.RetryAfter,
+		Message: p.Detail, Problem: p, Now: d.Now, Single: true,
+		Tickets: []jsonbatch.Capped{{Rule: p.Rule, RetryAfter: int(p.RetryAfter)}},
+	})
 }
 
 // newProblem is the body of a denial of req by d.
@@ -125,9 +171,15 @@ func windowOf(c *limiter.Check) string {
 }
 
 // setQuotaHeaders sets the fields of draft-ietf-httpapi-ratelimit-headers-10
-// for every applied rule, and the X-RateLimit-* fields of the tightest one.
+// for every rule that could refuse the request, and the X-RateLimit-*
+// fields of the tightest of them. A rule that could not (a shadow rule,
+// and every rule of an exempt request) is left out: the fields tell a
+// client when it may send again, and a rule that cannot refuse the send
+// must not make a client that obeys them wait. A quiet rule is among
+// them only while its range holds the request, and then it refuses.
 func setQuotaHeaders(h http.Header, d *limiter.Decision) {
-	if len(d.Results) == 0 {
+	results := enforced(d.Results)
+	if len(results) == 0 {
 		return
 	}
 	// This runs on every request: append all five values into one buffer
@@ -136,15 +188,15 @@ func setQuotaHeaders(h http.Header, d *limiter.Decision) {
 	var stack [512]byte
 	buf := stack[:0]
 	var end [5]int
-	for i, res := range d.Results {
+	for i, res := range results {
 		buf = appendItem(buf, i, res.Rule.Name, ";q=", res.Limit, ";w=", res.Rule.Window.Seconds())
 	}
 	end[0] = len(buf)
-	for i, res := range d.Results {
+	for i, res := range results {
 		buf = appendItem(buf, i, res.Rule.Name, ";r=", res.Remaining, ";t=", ceilSeconds(res.Reset))
 	}
 	end[1] = len(buf)
-	t := d.Results[tightest(d)]
+	t := results[tightestOf(results)]
 	for i, v := range [3]int64{t.Limit, t.Remaining, ceilSeconds(t.Reset)} {
 		buf = strconv.AppendInt(buf, v, 10)
 		end[2+i] = len(buf)
@@ -161,6 +213,26 @@ func setQuotaHeaders(h http.Header, d *limiter.Decision) {
 	h["X-Ratelimit-Limit"] = values[2:3:3]
 	h["X-Ratelimit-Remaining"] = values[3:4:4]
 	h["X-Ratelimit-Reset"] = values[4:5:5]
+}
+
+// enforced returns the results of the rules that could refuse the
+// request (not Waived): results itself when that is all of them, as it
+// nearly always is.
+func enforced(results []limiter.Result) []limiter.Result {
+	for i := range results {
+		if !results[i].Waived {
+			continue
+		}
+		kept := make([]limiter.Result, 0, len(results)-1)
+		kept = append(kept, results[:i]...)
+		for _, res := range results[i+1:] {
+			if !res.Waived {
+				kept = append(kept, res)
+			}
+		}
+		return kept
+	}
+	return results
 }
 
 // appendItem appends the i-th member of a structured-field list: the rule
@@ -181,10 +253,12 @@ func appendItem(buf []byte, i int, name, k1 string, v1 int64, k2 string, v2 int6
 
 // tightest is the index of the rule with the least remaining; of equals,
 // the one that frees up last.
-func tightest(d *limiter.Decision) int {
+func tightest(d *limiter.Decision) int { return tightestOf(d.Results) }
+
+func tightestOf(results []limiter.Result) int {
 	tight := 0
-	for i, res := range d.Results {
-		t := d.Results[tight]
+	for i, res := range results {
+		t := results[tight]
 		if res.Remaining < t.Remaining || (res.Remaining == t.Remaining && res.Reset > t.Reset) {
 			tight = i
 		}

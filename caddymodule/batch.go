@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/freqcap/caddy-freqcap/internal/bodycodec"
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
@@ -20,14 +21,14 @@ import (
 // passed on without its denied entries (batch drop), or refused.
 func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, body *body) error {
 	bc := h.batch
-	b, err := bc.path.Enumerate(body.json, bc.max)
+	b, err := bc.path.EnumerateMessages(body.json, bc.max)
 	if err != nil {
 		undecided(repl)
 		f := &failure{status: http.StatusBadRequest, reason: "reading the batch: " + err.Error(), dimension: h.dims[bc.dim].name}
 		if errors.Is(err, jsonbatch.ErrTooMany) {
 			f.status, f.reason = http.StatusRequestEntityTooLarge, fmt.Sprintf("the batch has more than max_batch (%d) entries", bc.max)
 		}
-		return f.write(w)
+		return h.fail(w, r, f)
 	}
 	h.metrics.batchEntries.Observe(float64(len(b.Entries)))
 	if len(b.Missing) > 0 {
@@ -35,13 +36,13 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		if h.OnMissing == OnMissingReject {
 			undecided(repl)
 			name := h.dims[bc.dim].name
-			return (&failure{status: http.StatusBadRequest, reason: "missing value for dimension " + name + " at " + b.Missing[0].Path, dimension: name}).write(w)
+			return h.fail(w, r, missingEntry(name, h.dims[bc.dim].expr, b.Missing[0]))
 		}
 	}
 	reqs, quiet, fail := h.batchRequests(repl, b)
 	if fail != nil {
 		undecided(repl)
-		return fail.write(w)
+		return h.fail(w, r, fail)
 	}
 	if !anyApplies(reqs, quiet) {
 		undecided(repl)
@@ -62,7 +63,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		h.warns.add(opDecide, err)
 		undecided(repl)
 		if h.OnError == OnErrorDeny {
-			return (&failure{status: http.StatusServiceUnavailable, reason: "frequency cap store unavailable"}).write(w)
+			return h.fail(w, r, storeDown)
 		}
 		return next.ServeHTTP(w, r)
 	}
@@ -94,7 +95,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		h.logBatchDenial(b, reqs, ds, denied)
 	}
 	if refused {
-		return h.writeBatchDenial(w, b, reqs, ds, denied)
+		return h.writeBatchDenial(w, r, b, reqs, ds, denied)
 	}
 
 	var ids []string // only refunds need them: most batches make none
@@ -109,7 +110,12 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 			h.refundAll(r, recordedIDs(ds))
 			return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("frequency_cap %s: dropping denied entries: %w", h.Name, err))
 		}
-		replaceBody(r, rm.Body)
+		out, err := bodycodec.Encode(body.coding, rm.Body)
+		if err != nil {
+			h.refundAll(r, recordedIDs(ds))
+			return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("frequency_cap %s: re-encoding the body: %w", h.Name, err))
+		}
+		replaceBody(r, out)
 		if list, err := jsonbatch.SFStringList(rm.Dropped); err == nil && list != "" {
 			w.Header().Set("Frequency-Cap-Dropped", list)
 		}

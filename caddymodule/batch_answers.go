@@ -3,10 +3,10 @@ package caddymodule
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/freqcap/caddy-freqcap/internal/answer"
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
@@ -41,8 +41,12 @@ func worstDenied(ds []*limiter.Decision) int {
 	return worst
 }
 
-// writeBatchDenial answers a refused batch: the quota headers are set.
-func (h *Handler) writeBatchDenial(w http.ResponseWriter, b *jsonbatch.Batch, reqs []limiter.Request, ds []*limiter.Decision, denied []int) error {
+// writeBatchDenial answers a refused batch, in the handler's style: the
+// quota headers are set. Where the answer is one ticket per recipient
+// (answer expo, splice expo), each denied recipient's ticket names its
+// own rule, and each admitted one, not sent because the batch was
+// refused (batch reject), the rule that refused the batch.
+func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *jsonbatch.Batch, reqs []limiter.Request, ds []*limiter.Decision, denied []int) error {
 	worst := worstDenied(ds)
 	p := batchProblem{problem: newProblem(h.StatusCode, &reqs[worst], ds[worst])}
 	p.Detail = fmt.Sprintf("%d of %d entries denied; %s", len(denied), len(ds), p.Detail)
@@ -55,8 +59,21 @@ func (h *Handler) writeBatchDenial(w http.ResponseWriter, b *jsonbatch.Batch, re
 		}
 		p.Denied = append(p.Denied, e)
 	}
-	w.Header().Set("Retry-After", strconv.FormatInt(p.RetryAfter, 10))
-	return writeJSON(w, h.StatusCode, "application/problem+json", p)
+	den := answer.Denial{
+		Status: h.StatusCode, Rule: p.Rule, Limit: p.Limit, RetryAfter: p.RetryAfter,
+		Message: p.Detail, Problem: p, Now: ds[worst].Now, Single: b.Single(),
+	}
+	if h.denyStyle.DenialIsTicket {
+		den.Tickets = make([]jsonbatch.Capped, len(ds))
+		for i, d := range ds {
+			t := jsonbatch.Capped{Position: i, Rule: p.Rule, RetryAfter: int(p.RetryAfter)}
+			if !d.Allowed {
+				t.Rule, t.RetryAfter = d.Results[d.Denier].Rule.Name, int(retryAfter(d.RetryAfter))
+			}
+			den.Tickets[i] = t
+		}
+	}
+	return h.denyStyle.Deny(w, r, &den)
 }
 
 // batchView combines a batch's decisions for the quota headers: for each
@@ -72,6 +89,12 @@ func (h *Handler) batchView(ds []*limiter.Decision) *limiter.Decision {
 		for _, res := range d.Results {
 			if k = h.ruleIndex(res.Rule, k); k < 0 {
 				k = bc.rulePos[res.Rule] // not one of h.rules: not expected
+			}
+			if res.Waived {
+				// An exempt entry, or a shadow rule: it refuses
+				// nothing, so it says nothing of when to send again.
+				k++
+				continue
 			}
 			cur := &slots[k]
 			if !have[k] || res.Remaining < cur.Remaining || (res.Remaining == cur.Remaining && res.Reset > cur.Reset) {

@@ -1,7 +1,9 @@
 package caddymodule
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -226,4 +228,30 @@ func (z *batchZones) of(name string) *time.Location {
 	}
 	z.last, z.zone = name, zone
 	return zone
+}
+
+// missingEntry is the 400 of a batch whose dimension found nothing at
+// miss. When a wildcard met something other than an array, the body is
+// not of the shape the path expects, and the answer says so rather than
+// blame a missing value.
+func missingEntry(name, expr string, miss jsonbatch.Miss) *failure {
+	if miss.NotArray == jsonbatch.Missing {
+		return &failure{status: http.StatusBadRequest, reason: "missing value for dimension " + name + " at " + miss.Path, dimension: name}
+	}
+	where := "the body"
+	if i := strings.Index(miss.Path, ".*"); i > 0 {
+		where = miss.Path[:i]
+	} else if i < 0 && !strings.HasPrefix(miss.Path, "*") {
+		where = miss.Path
+	}
+	return &failure{status: http.StatusBadRequest, dimension: name,
+		reason: fmt.Sprintf("the body is not of the shape dimension %s expects (%s): %s is %s %s where * needs an array", name, expr, where, article(miss.NotArray), miss.NotArray)}
+}
+
+// article is "a" or "an" before a kind's name.
+func article(k jsonbatch.Kind) string {
+	if k == jsonbatch.Object || k == jsonbatch.Array {
+		return "an"
+	}
+	return "a"
 }

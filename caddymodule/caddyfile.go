@@ -13,6 +13,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/freqcap/caddy-freqcap/internal/answer"
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
@@ -72,6 +73,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    dry_run
 //	    max_body    <size>
 //	    status_code <code>
+//	    answer      problem|apns|fcm|sendgrid|twilio|webpush|expo
 //	    log_values
 //	    dimension   <name> <placeholder>
 //	    batch       reject|drop
@@ -154,7 +156,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "max_body":
 			err = h.unmarshalMaxBody(d)
 		case "status_code":
+			at.statusCode = *d
 			err = h.unmarshalStatusCode(d)
+		case "answer":
+			at.answer = *d
+			h.Answer, err = oneOf(d, answer.Names()...)
 		case "dimension":
 			line := *d
 			if err = h.unmarshalDimension(d); err == nil && line.NextArg() {
@@ -653,6 +659,7 @@ type batchLines struct {
 	dims                            map[string]caddyfile.Dispenser
 	rules                           []caddyfile.Dispenser // in the order of h.Rules
 	batch, splice, maxBatch, exempt caddyfile.Dispenser
+	answer, statusCode              caddyfile.Dispenser
 }
 
 // checkBatchLines finds the batch dimension as compileBatch does (the
@@ -727,6 +734,8 @@ func (h *Handler) checkBatchLines(at *batchLines) error {
 		return at.maxBatch.Errf("max_batch needs a batch dimension (a {json.*} path with a * segment, such as {json.*.to})")
 	case h.Splice != "" && h.Batch != BatchDrop:
 		return at.splice.Errf("splice %s needs batch drop (only dropped recipients are spliced back)", h.Splice)
+	case h.Answer != "" && h.Answer != answer.Default && h.StatusCode != 0:
+		return at.statusCode.Errf("status_code applies to answer %s only: answer %s denies with its provider's own status", answer.Default, h.Answer)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/freqcap/caddy-freqcap/internal/bodycodec"
 )
 
 // What an expression needs from the request body.
@@ -32,6 +34,9 @@ func needsOf(expr string) int {
 type body struct {
 	json []byte // one valid JSON value (see parseJSON)
 	form url.Values
+	// coding is the Content-Encoding the body came in, for a body the
+	// handler rewrites (batch drop) to go out in the same.
+	coding bodycodec.Coding
 }
 
 // provide answers the {json.<path>} and {form.<field>} placeholders; it is
@@ -56,12 +61,18 @@ func (b *body) provide(key string) (any, bool) {
 	return nil, false
 }
 
-// readBody reads the request body once, at most maxBody bytes, parses what
-// needs asks for, and puts the bytes back so the next handler reads them
-// unchanged. A failure is the answer to give the sender.
+// readBody reads the request body once, at most maxBody bytes, decodes it
+// when it came with a Content-Encoding (at most maxBody bytes decoded),
+// parses what needs asks for, and puts the bytes back as they came so the
+// next handler reads them unchanged. A failure is the answer to give the
+// sender.
 func readBody(r *http.Request, needs int, maxBody int64) (*body, *failure) {
 	if r.ContentLength > maxBody {
 		return nil, tooLarge(maxBody)
+	}
+	coding, err := bodycodec.Parse(r.Header.Values("Content-Encoding"))
+	if err != nil {
+		return nil, &failure{status: http.StatusUnsupportedMediaType, reason: fmt.Sprintf("request body: %v; accepted: %s", err, bodycodec.Accepted)}
 	}
 	var raw []byte
 	if r.Body != nil && r.Body != http.NoBody {
@@ -80,7 +91,16 @@ func readBody(r *http.Request, needs int, maxBody int64) (*body, *failure) {
 		r.Body = replayBody{Reader: bytes.NewReader(raw), Closer: r.Body}
 	}
 
-	b := &body{}
+	b := &body{coding: coding}
+	if coding != bodycodec.Identity {
+		raw, b.coding, err = bodycodec.Decode(coding, raw, maxBody)
+		switch {
+		case errors.Is(err, bodycodec.ErrTooLarge):
+			return nil, &failure{status: http.StatusRequestEntityTooLarge, reason: fmt.Sprintf("request body decoded from %s is larger than max_body (%d bytes)", coding, maxBody)}
+		case err != nil:
+			return nil, &failure{status: http.StatusBadRequest, reason: "request body: " + err.Error()}
+		}
+	}
 	if needs&needJSON != 0 {
 		v, err := parseJSON(raw)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/freqcap/caddy-freqcap/internal/answer"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
@@ -99,8 +100,20 @@ type Handler struct {
 	// read only when some dimension, cost or zone needs it. Default 1 MiB.
 	MaxBody int64 `json:"max_body,omitempty"`
 
-	// StatusCode is the status of a denial (400-599). Default 429.
+	// StatusCode is the status of a denial (400-599) in the problem
+	// answer style; the other styles answer with their provider's own.
+	// Default 429.
 	StatusCode int `json:"status_code,omitempty"`
+
+	// Answer is the style of every answer the handler writes itself (a
+	// denial, and a 400, 413, 415 or 503 about the request), so that the
+	// provider SDK in front of the gateway reports it as that provider's
+	// own error: "problem" (RFC 9457 problem+json denials, JSON reasons
+	// otherwise), "apns", "fcm", "sendgrid", "twilio", "webpush" or
+	// "expo" (a denial is a 200 with one MessageRateExceeded error
+	// ticket per recipient, and never reaches the upstream). See
+	// docs/configuration.md, Answer styles. Default "problem".
+	Answer string `json:"answer,omitempty"`
 
 	// LogValues lets the denial logs (debug; info under dry_run) and the
 	// admin API's reset log show dimension values, such as recipients.
@@ -143,7 +156,11 @@ type Handler struct {
 	// Only with batch drop. Default "": the answer is passed on as it is.
 	Splice string `json:"splice,omitempty"`
 
-	dims     []dimension
+	style    *answer.Style // Answer's
+	// denyStyle writes denials: style, or expo's under splice expo,
+	// whose all-capped batch is answered with tickets as Expo would.
+	denyStyle *answer.Style
+	dims      []dimension
 	rules    []compiledRule
 	batch    *batchConfig // nil unless a dimension has a wildcard path
 	needs    int
@@ -190,8 +207,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.MaxBody == 0 {
 		h.MaxBody = DefaultMaxBody
 	}
-	if h.StatusCode == 0 {
-		h.StatusCode = DefaultStatusCode
+	if err := h.provisionAnswer(); err != nil {
+		return fmt.Errorf("frequency_cap %s: %w", h.Name, err)
 	}
 	for _, s := range h.RefundOn {
 		m, err := parseStatusMatch(s)
@@ -286,7 +303,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 				// sends more.
 				w.Header().Set("Connection", "close")
 			}
-			return fail.write(w)
+			return h.fail(w, r, fail)
 		}
 		repl.Map(b.provide)
 		if h.batch != nil {
@@ -297,7 +314,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	req, quiet, fail := h.request(repl)
 	if fail != nil {
 		undecided(repl)
-		return fail.write(w)
+		return h.fail(w, r, fail)
 	}
 	if len(req.Checks) == 0 && len(quiet) == 0 {
 		undecided(repl)
@@ -310,7 +327,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		h.warns.add(opDecide, err)
 		undecided(repl)
 		if h.OnError == OnErrorDeny {
-			return (&failure{status: http.StatusServiceUnavailable, reason: "frequency cap store unavailable"}).write(w)
+			return h.fail(w, r, storeDown)
 		}
 		return next.ServeHTTP(w, r)
 	}
@@ -322,7 +339,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if !d.Allowed {
 		h.logDenial(req, d)
 		if !h.DryRun {
-			return writeDenial(w, h.StatusCode, req, d)
+			return h.writeDenial(w, r, req, d)
 		}
 	}
 	if !d.Recorded() {

@@ -3,6 +3,7 @@ package jsonbatch
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // DefaultMax is the number of entries Enumerate allows when it is given
@@ -24,6 +25,9 @@ type Batch struct {
 	// body order. A dimension with on_missing reject refuses a batch with
 	// any; with skip they are simply not entries.
 	Missing []Miss
+	// single is set when Doc is a message sent as an object, read as
+	// an array of it (EnumerateMessages); Doc is then that array.
+	single bool
 	// elems holds, for each entry at Entry.tuple, the start in Doc of the
 	// element each of its Indices names, so that Resolve goes straight to
 	// an entry's message.
@@ -54,6 +58,10 @@ type Miss struct {
 	// recipient.
 	Path    string
 	Indices []int
+	// NotArray is, when a wildcard met a value that is not an array, the
+	// kind of that value (the body's shape is not the path's); Missing
+	// when the path found nothing or null.
+	NotArray Kind
 }
 
 // Enumerate lists the values p names in doc, which must have passed
@@ -113,7 +121,7 @@ func (p *Path) Enumerate(doc []byte, max int) (*Batch, error) {
 	}
 	for _, h := range w.missing {
 		idx := indices(h)
-		b.Missing = append(b.Missing, Miss{Path: p.concrete(idx), Indices: idx})
+		b.Missing = append(b.Missing, Miss{Path: b.concrete(idx), Indices: idx, NotArray: h.got})
 	}
 	return b, nil
 }
@@ -123,5 +131,53 @@ func (p *Path) Enumerate(doc []byte, max int) (*Batch, error) {
 // ended on, "2.to.1". Paths are built on demand because only the dropped
 // or denied entries need one.
 func (b *Batch) EntryPath(i int) string {
-	return b.Path.concrete(b.Entries[i].Indices)
+	return b.concrete(b.Entries[i].Indices)
+}
+
+// concrete is the path of idx in the body as the sender wrote it: for a
+// message sent as an object (see EnumerateMessages), without the index
+// of the array it was read as.
+func (b *Batch) concrete(idx []int) string {
+	path := b.Path.concrete(idx)
+	if b.single {
+		path = strings.TrimPrefix(strings.TrimPrefix(path, "0"), ".")
+	}
+	return path
+}
+
+// EnumerateMessages is Enumerate for an API that takes one message as an
+// object as well as an array of them, as Expo's does: when p starts with
+// a wildcard and doc is an object, doc is read as an array holding that
+// one object. The Batch's paths then leave out that array's index ("to",
+// "to.1"; "" for the object itself), and Remove gives back an object.
+// Single reports which form doc was.
+func (p *Path) EnumerateMessages(doc []byte, max int) (*Batch, error) {
+	start := skipSpace(doc, 0)
+	if len(p.wild) == 0 || p.wild[0] != 0 || at(doc, start) != '{' {
+		return p.Enumerate(doc, max)
+	}
+	wrapped := make([]byte, 0, len(doc)+2)
+	wrapped = append(append(append(wrapped, '['), doc...), ']')
+	b, err := p.Enumerate(wrapped, max)
+	if b != nil {
+		b.single = true
+		for i := range b.Missing {
+			b.Missing[i].Path = b.concrete(b.Missing[i].Indices)
+		}
+	}
+	return b, err
+}
+
+// Single reports that the document was one message sent as an object
+// and read as an array of it (see EnumerateMessages).
+func (b *Batch) Single() bool { return b.single }
+
+// unwrap takes a removal's body of a single message back out of the
+// array it was read as; when every entry was dropped, nothing is left of
+// it but the empty array.
+func (b *Batch) unwrap(r *Removal) {
+	if !b.single || r.NothingLeft || len(r.Body) < 2 {
+		return
+	}
+	r.Body = r.Body[1 : len(r.Body)-1]
 }

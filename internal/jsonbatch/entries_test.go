@@ -218,3 +218,33 @@ func TestEnumerateMax(t *testing.T) {
 		}
 	}
 }
+
+// TestEnumerateMessagesObjectForm proves that one Expo message sent as an
+// object is read as a batch of that message: its recipients, their paths
+// as the sender wrote them, and a removal that gives back an object.
+func TestEnumerateMessagesObjectForm(t *testing.T) {
+	p, err := ParsePath("*.to")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := []byte(` {"to": ["a", "b", "c"], "body": "hi"} `)
+	b, err := p.EnumerateMessages(doc, 0)
+	if err != nil || !b.Single() || len(b.Entries) != 3 {
+		t.Fatalf("%+v, %v", b, err)
+	}
+	if got := b.EntryPath(1); got != "to.1" {
+		t.Errorf("path of b: %q, want to.1", got)
+	}
+	rm, err := b.Remove([]int{1})
+	if err != nil || string(rm.Body) != ` {"to": ["a", "c"], "body": "hi"} ` || rm.Dropped[0] != "to.1" {
+		t.Errorf("removal: %q %q %v", rm.Body, rm.Dropped, err)
+	}
+	one, err := p.EnumerateMessages([]byte(`{"body":"no recipient"}`), 0)
+	if err != nil || len(one.Missing) != 1 || one.Missing[0].Path != "to" {
+		t.Errorf("missing recipient of an object: %+v, %v", one, err)
+	}
+	arr, err := p.EnumerateMessages([]byte(`[{"to":"a"}]`), 0)
+	if err != nil || arr.Single() || arr.EntryPath(0) != "0.to" {
+		t.Errorf("the array form is read as before: %+v, %v", arr, err)
+	}
+}

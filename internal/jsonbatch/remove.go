@@ -43,6 +43,14 @@ type Removal struct {
 // has no element to remove: dropping it leaves Body unchanged and, as it
 // is the batch's only entry, sets NothingLeft.
 func (b *Batch) Remove(drop []int) (Removal, error) {
+	out, err := b.remove(drop)
+	if err == nil {
+		b.unwrap(&out)
+	}
+	return out, err
+}
+
+func (b *Batch) remove(drop []int) (Removal, error) {
 	ds := slices.Clone(drop)
 	slices.Sort(ds) // body order: Entries are in body order
 	ds = slices.Compact(ds)

@@ -75,7 +75,7 @@ func SpliceExpo(status int, answer []byte, total int, capped []Capped) (out []by
 			out = append(out, ',')
 		}
 		if c := at[p]; c != nil {
-			out = appendCapTicket(out, c)
+			out = AppendCapTicket(out, c)
 			continue
 		}
 		out = append(out, answer[tickets[next].start:tickets[next].end]...)
@@ -84,8 +84,10 @@ func SpliceExpo(status int, answer []byte, total int, capped []Capped) (out []by
 	return append(out, answer[it.pos:]...), true
 }
 
-// appendCapTicket appends the error ticket for c.
-func appendCapTicket(dst []byte, c *Capped) []byte {
+// AppendCapTicket appends the Expo error ticket for c (see SpliceExpo):
+// the one place its shape is written, for spliced answers and for the
+// all-capped answers the gateway gives itself.
+func AppendCapTicket(dst []byte, c *Capped) []byte {
 	n := strconv.Itoa(c.RetryAfter)
 	dst = append(dst, `{"status":"error","message":`...)
 	dst = appendQuoted(dst, "frequency cap "+c.Rule+": retry in "+n+" s")

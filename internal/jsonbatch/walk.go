@@ -18,6 +18,9 @@ type walker struct {
 	pos []int // the starts of the elements idx names
 	scratch
 	over bool // stopped at limit+1
+	// got is the kind of value a wildcard last met instead of an array,
+	// for the next missing record; Missing when it met nothing.
+	got Kind
 }
 
 // scratch is what a walk records.
@@ -54,6 +57,7 @@ func (w *walker) done() {
 type hit struct {
 	from, to   int
 	start, end int
+	got        Kind // of a missing hit: see walker.got
 }
 
 // run walks the whole document.
@@ -73,6 +77,7 @@ func (w *walker) from(pos, si int) bool {
 		c := at(doc, pos)
 		if s.wild {
 			if c != '[' {
+				w.got = kindAt(doc, pos)
 				return w.record(false, 0, 0)
 			}
 			n := len(w.idx)
@@ -130,7 +135,8 @@ func (w *walker) record(found bool, start, end int) bool {
 	from := len(w.idxs)
 	w.idxs = append(w.idxs, w.idx...)
 	w.elems = append(w.elems, w.pos...)
-	h := hit{from: from, to: len(w.idxs), start: start, end: end}
+	h := hit{from: from, to: len(w.idxs), start: start, end: end, got: w.got}
+	w.got = Missing
 	if found {
 		w.found = append(w.found, h)
 	} else {
