@@ -156,23 +156,23 @@ type Handler struct {
 	// Only with batch drop. Default "": the answer is passed on as it is.
 	Splice string `json:"splice,omitempty"`
 
-	style    *answer.Style // Answer's
+	style *answer.Style // Answer's
 	// denyStyle writes denials: style, or expo's under splice expo,
 	// whose all-capped batch is answered with tickets as Expo would.
 	denyStyle *answer.Style
 	dims      []dimension
-	rules    []compiledRule
-	batch    *batchConfig // nil unless a dimension has a wildcard path
-	needs    int
-	exempt   map[string]bool // Exempt.Values
-	refundOn []statusMatch
-	timeout  time.Duration
-	store    limiter.Store
-	storeKey string
-	localKey string // on_error local's store, or ""
-	logger   *zap.Logger
-	metrics  *handlerMetrics
-	warns    *storeWarnings
+	rules     []compiledRule
+	batch     *batchConfig // nil unless a dimension has a wildcard path
+	needs     int
+	exempt    map[string]bool // Exempt.Values
+	refundOn  []statusMatch
+	timeout   time.Duration
+	store     limiter.Store
+	storeKey  string
+	localKey  string // on_error local's store, or ""
+	logger    *zap.Logger
+	metrics   *handlerMetrics
+	warns     *storeWarnings
 	// locals notes the decisions made locally under on_error local.
 	locals *storeWarnings
 	// capSet is the handler's entry in the admin API's registry.
