@@ -137,10 +137,14 @@ func startExpo(t *testing.T) *expoUpstream {
 		u.mu.Lock()
 		u.bodies = append(u.bodies, b)
 		u.mu.Unlock()
-		var msgs []struct {
+		type message struct {
 			To json.RawMessage `json:"to"`
 		}
-		if err := json.Unmarshal(b, &msgs); err != nil {
+		var msgs []message
+		var one message
+		if json.Unmarshal(b, &one) == nil {
+			msgs = []message{one} // Expo takes one message as an object too
+		} else if err := json.Unmarshal(b, &msgs); err != nil {
 			http.Error(w, `{"errors":[{"code":"VALIDATION_ERROR"}]}`, http.StatusBadRequest)
 			return
 		}

@@ -200,6 +200,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"refund_on without value", "frequency_cap {\n\trefund_on" + valid + "\n}", "wrong argument count", 2},
 		{"bad max_body", "frequency_cap {\n\tmax_body lots" + valid + "\n}", `max_body "lots"`, 2},
 		{"bad status_code", "frequency_cap {\n\tstatus_code 200" + valid + "\n}", `status_code "200"`, 2},
+		{"unknown answer style", "frequency_cap {\n\tanswer gcm" + valid + "\n}", `answer must be problem or apns or expo or fcm or sendgrid or twilio or webpush, not "gcm"`, 2},
+		{"status_code with a provider's style", "frequency_cap {\n\tanswer apns\n\tstatus_code 503" + valid + "\n}", "status_code applies to answer problem only: answer apns denies with its provider's own status", 3},
 		{"dry_run with argument", "frequency_cap {\n\tdry_run yes" + valid + "\n}", "wrong argument count", 2},
 		{"unknown redis subdirective", "frequency_cap {\n\tredis {\n\t\tnodes a:1\n\t}" + valid + "\n}", `unrecognized redis subdirective "nodes"`, 3},
 		{"redis without address", "frequency_cap {\n\tredis {\n\t\ttls\n\t}" + valid + "\n}", "redis needs a URL or an address", 4},
