@@ -35,7 +35,7 @@ func launch(path, dir, addr string, port int, argv []string, ready func() error)
 	}
 	s.Stop()
 	log, _ := os.ReadFile(dir + "/redis.log")
-	return nil, fmt.Errorf("redis-server on %s did not get ready (%v): %s", addr, lastErr, log)
+	return nil, fmt.Errorf("%s on %s did not get ready (%v): %s", path, addr, lastErr, log)
 }
 
 // rawPing checks that addr answers PING with plain RESP (a server that

@@ -1,9 +1,19 @@
 // Package redistest starts throwaway redis-server processes for tests: on
 // 127.0.0.1, a random port, no persistence, stopped when the test ends.
 //
-// Without redis-server on PATH the tests that need it skip, saying so; with
-// FREQCAP_REQUIRE_REDIS=1 (as CI sets) they fail instead. REDIS_URL, when
-// set, is used instead of starting a server.
+// The server binary is FREQCAP_REDIS_SERVER when that is set (a path, best
+// absolute since go test runs each package in its own directory, or a
+// command name looked up on PATH), for example a valkey-server or a newer
+// Redis build to run the same tests against; otherwise redis-server on
+// PATH. The same binary runs standalone servers, Sentinel (--sentinel) and
+// Cluster nodes. A FREQCAP_REDIS_SERVER that names no executable fails the
+// tests that need a server rather than skipping them.
+//
+// Without redis-server on PATH (and no FREQCAP_REDIS_SERVER) the tests that
+// need it skip, saying so; with FREQCAP_REQUIRE_REDIS=1 (as CI sets) they
+// fail instead. REDIS_URL, when set, is used instead of starting a server.
+// internal/redistest/each-server.sh runs the Redis-backed packages against
+// every server build in a directory.
 package redistest
 
 import (
@@ -27,9 +37,22 @@ type Server struct {
 	cmd  *exec.Cmd
 }
 
-// need skips or fails the test when redis-server is missing.
+// ServerEnv names the environment variable that chooses the server binary.
+const ServerEnv = "FREQCAP_REDIS_SERVER"
+
+// need returns the server binary to run: FREQCAP_REDIS_SERVER when set
+// (failing the test when it names no executable), else redis-server on
+// PATH, skipping the test or, with FREQCAP_REQUIRE_REDIS=1, failing it
+// when that is missing.
 func need(tb testing.TB) string {
 	tb.Helper()
+	if bin := os.Getenv(ServerEnv); bin != "" {
+		path, err := exec.LookPath(bin)
+		if err != nil {
+			tb.Fatalf("%s=%s names no executable server: %v", ServerEnv, bin, err)
+		}
+		return path
+	}
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		if os.Getenv("FREQCAP_REQUIRE_REDIS") == "1" {
