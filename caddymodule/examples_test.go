@@ -31,6 +31,8 @@ var exampleTests = map[string]func(t *testing.T, path string){
 	"expo-push":          testExpoPush,
 	"gorush-gateway":     testGorushGateway,
 	"sendgrid-mail":      testSendgridMail,
+	"apns-gateway":       testAPNsGateway,
+	"fcm-gateway":        testFCMGateway,
 }
 
 // TestExamples proves every example is formatted as caddy fmt would,

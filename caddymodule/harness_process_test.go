@@ -92,15 +92,19 @@ const processGlobals = `{
 // (the inside of the site block) and waits until it serves.
 func startCaddyProcess(t *testing.T, bin, body string) *caddyProcess {
 	t.Helper()
-	dir := t.TempDir()
 	port, adminP := freePort(t), freePort(t)
-	p := &caddyProcess{
-		url:    fmt.Sprintf("http://127.0.0.1:%d", port),
-		admin:  fmt.Sprintf("http://127.0.0.1:%d", adminP),
-		dir:    dir,
-		exited: make(chan struct{}),
-	}
 	config := fmt.Sprintf(processGlobals, adminP) + fmt.Sprintf("http://127.0.0.1:%d {\n%s\n}\n", port, body)
+	return runCaddyfile(t, bin, config, fmt.Sprintf("http://127.0.0.1:%d", port), fmt.Sprintf("http://127.0.0.1:%d", adminP))
+}
+
+// runCaddyfile runs Caddy with a whole Caddyfile, config, whose site is at
+// url and whose admin endpoint (which config must set) is at admin, and
+// waits until the admin endpoint answers. Caddy's data and config
+// directories are the process's own (dir).
+func runCaddyfile(t *testing.T, bin, config, url, admin string) *caddyProcess {
+	t.Helper()
+	dir := t.TempDir()
+	p := &caddyProcess{url: url, admin: admin, dir: dir, exited: make(chan struct{})}
 	file := filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
