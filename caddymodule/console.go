@@ -26,8 +26,12 @@ func init() {
 // recipient in every cap set, see each rule as a bar (used of limit) with
 // the time until it frees up, and reset it. It is a terminal handler; the
 // user mounts it on a path prefix of their choice, behind their own
-// authentication (basic_auth, forward_auth): the console itself lets in
-// whoever reaches it.
+// authentication. It shows who was messaged how often (personal data)
+// and lifts caps, so it serves only requests that carry an authenticated
+// user: {http.auth.user.id}, which basic_auth sets, or the UserHeader
+// that forward_auth's copy_headers sets. Any other request gets 403 with
+// a page (or, under api/, a JSON reason) saying how to put authentication
+// in front, unless Public opts out.
 //
 // Under its mount, the last segments of the path choose what it serves,
 // so it works with and without handle_path's prefix stripping:
@@ -59,7 +63,21 @@ type Console struct {
 	// allowed.
 	ReadOnly bool `json:"read_only,omitempty"`
 
-	shown map[string]bool
+	// UserHeader names a request header that carries the authenticated
+	// user, for forward_auth with "copy_headers <field>" in front (Caddy
+	// replaces whatever the client sent in that field with the auth
+	// service's answer, or removes it). Set it only behind forward_auth:
+	// without it, any client could name itself. Default: none, only
+	// {http.auth.user.id} (basic_auth) counts.
+	UserHeader string `json:"user_header,omitempty"`
+
+	// Public serves the console to every request, authenticated or not,
+	// for a console on a private network; a warning is logged at start.
+	// Default false: a request without an authenticated user gets 403.
+	Public bool `json:"public,omitempty"`
+
+	shown  map[string]bool
+	logger *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -70,10 +88,15 @@ func (*Console) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision indexes CapSets. The cap sets themselves are looked up on
-// every request: they may be provisioned after the console, or in another
-// server, and a config reload replaces them.
-func (c *Console) Provision(caddy.Context) error {
+// Provision indexes CapSets and warns of a public console. The cap sets
+// themselves are looked up on every request: they may be provisioned
+// after the console, or in another server, and a config reload replaces
+// them.
+func (c *Console) Provision(ctx caddy.Context) error {
+	c.logger = ctx.Logger()
+	if c.Public {
+		c.logger.Warn("frequency_cap_console is public: it shows every recipient's usage and lets anyone who reaches it reset caps; put basic_auth or forward_auth in front and remove public unless this network is private")
+	}
 	if len(c.CapSets) > 0 {
 		c.shown = make(map[string]bool, len(c.CapSets))
 		for _, name := range c.CapSets {
@@ -100,6 +123,10 @@ var consoleCrossOrigin = http.NewCrossOriginProtection()
 // ServeHTTP implements caddyhttp.MiddlewareHandler; it never calls next.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	endpoint, name := consoleRoute(r.URL.Path)
+	user := c.user(r)
+	if user == "" && !c.Public {
+		return unauthenticated(w, endpoint)
+	}
 	switch endpoint {
 	case endpointCapSets:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -119,7 +146,11 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 				return (&failure{status: http.StatusForbidden, reason: "reset refused: " + err.Error()}).write(w)
 			}
 		}
-		return serveUsage(w, r, name, "console", requestUser(r)...)
+		var who []zap.Field
+		if user != "" {
+			who = []zap.Field{zap.String("user", user)}
+		}
+		return serveUsage(w, r, name, "console", who...)
 	case endpointUnknown:
 		return (&failure{status: http.StatusNotFound, reason: "not found: use api/capsets or api/capsets/<name>/usage?<dimension>=<value>"}).write(w)
 	}
@@ -220,17 +251,57 @@ func (c *Console) list() capSetList {
 	return out
 }
 
-// requestUser names the authenticated user, when an authentication
-// handler before the console set one, for the reset log.
-func requestUser(r *http.Request) []zap.Field {
-	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	if !ok {
-		return nil
+// user names the request's authenticated user: {http.auth.user.id}, or
+// the UserHeader field; "" when there is none.
+func (c *Console) user(r *http.Request) string {
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		if user, _ := repl.GetString("http.auth.user.id"); user != "" {
+			return user
+		}
 	}
-	if user, _ := repl.GetString("http.auth.user.id"); user != "" {
-		return []zap.Field{zap.String("user", user)}
+	if c.UserHeader != "" {
+		return r.Header.Get(c.UserHeader)
 	}
-	return nil
+	return ""
+}
+
+// howToAuthenticate is what a console without authentication in front
+// says to do.
+const howToAuthenticate = "the support console answers only authenticated users: put basic_auth (or forward_auth with copy_headers and the console's user_header) in front of frequency_cap_console, or add public inside it for a console on a private network"
+
+// unauthenticated answers a request that carries no authenticated user:
+// 403, as a page for a browser on the page's path and as a JSON reason
+// under api/.
+func unauthenticated(w http.ResponseWriter, endpoint consoleEndpoint) error {
+	if endpoint != endpointPage {
+		return (&failure{status: http.StatusForbidden, reason: howToAuthenticate}).write(w)
+	}
+	page := []byte(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Support console: authentication needed</title></head>
+<body style="font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;line-height:1.5">
+<h1>Authentication needed</h1>
+<p>This support console shows who was messaged how often and can lift caps, so it answers only
+authenticated users, and nothing authenticated this request.</p>
+<p>Put <code>basic_auth</code> in front of it in the Caddyfile:</p>
+<pre>basic_auth /support/* {
+	alice &lt;hash from caddy hash-password&gt;
+}
+frequency_cap_console /support/*</pre>
+<p>or <code>forward_auth</code> with <code>copy_headers Remote-User</code> and
+<code>user_header Remote-User</code> inside <code>frequency_cap_console</code>. For a console on a
+private network, <code>public</code> inside <code>frequency_cap_console</code> serves everyone.</p>
+</body></html>
+`)
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(page)))
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusForbidden)
+	_, err := w.Write(page)
+	return err
 }
 
 // consolePage is the console: its style and script are inline, so it

@@ -20,12 +20,14 @@ func parseConsoleCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
 //
 //	frequency_cap_console [<matcher>] [{
-//	    cap_sets <name>...
+//	    cap_sets    <name>...
 //	    read_only
+//	    user_header <field>
+//	    public
 //	}]
 //
 // Each subdirective may appear once. Mount it on a path prefix behind
-// authentication, for example:
+// authentication (without it, the console answers 403), for example:
 //
 //	basic_auth /support/* {
 //	    alice <bcrypt hash from caddy hash-password>
@@ -57,6 +59,16 @@ func (c *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "read_only":
 			c.ReadOnly = true
 			if err := noArgs(d); err != nil {
+				return err
+			}
+		case "public":
+			c.Public = true
+			if err := noArgs(d); err != nil {
+				return err
+			}
+		case "user_header":
+			var err error
+			if c.UserHeader, err = oneArg(d); err != nil {
 				return err
 			}
 		default:

@@ -348,6 +348,18 @@ func TestConsoleUnmarshalCaddyfile(t *testing.T) {
 			cap_sets push sms
 			read_only
 		}`, want: caddymodule.Console{CapSets: []string{"push", "sms"}, ReadOnly: true}},
+		{input: `frequency_cap_console {
+			user_header Remote-User
+		}`, want: caddymodule.Console{UserHeader: "Remote-User"}},
+		{input: `frequency_cap_console {
+			public
+		}`, want: caddymodule.Console{Public: true}},
+		{input: `frequency_cap_console {
+			public yes
+		}`, err: "wrong argument count"},
+		{input: `frequency_cap_console {
+			user_header
+		}`, err: "wrong argument count"},
 		{input: `frequency_cap_console extra`, err: "wrong argument count"},
 		{input: `frequency_cap_console {
 			cap_sets
