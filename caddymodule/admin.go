@@ -14,11 +14,19 @@ func init() {
 // AdminAPI serves the frequency caps' support endpoints on Caddy's admin
 // endpoint, so that support can answer "why did this user get no push":
 //
+//	GET    /frequency_cap/
 //	GET    /frequency_cap/<name>/usage?<dimension>=<value>&...
 //	DELETE /frequency_cap/<name>/usage?<dimension>=<value>&...
 //
+// GET /frequency_cap/ lists the cap sets of the running config, as the
+// console's api/capsets does: {"capsets": [{"name", "store", "dry_run",
+// "dimensions", "zoned", "rules": [{"rule", "by", "limit", "window"}]}]}.
+//
 // <name> is a handler's name. The query gives dimension values by
-// dimension name; every rule whose dimensions are all given is selected.
+// dimension name (a '+' is a plus sign, as in a phone number; a space is
+// %20); every rule whose dimensions are all given is selected, and no
+// other: ?recipient=alice selects the rules by recipient alone, not those
+// by recipient and content, which need a content too.
 // GET answers {"name": ..., "rules": [{"rule", "by", "limit", "window",
 // "used", "remaining", "reset_after"}, ...]} without recording anything
 // (reset_after: seconds until the next unit frees up, or until the
@@ -55,6 +63,11 @@ const adminPrefix = "/frequency_cap/"
 
 func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 	name, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, adminPrefix), "/")
+	if name == "" && rest == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		return writeJSON(w, http.StatusOK, "application/json", struct {
+			CapSets []capSetEntry `json:"capsets"`
+		}{capSetEntries(func(string) bool { return true })})
+	}
 	if name == "" || rest != "usage" {
 		return (&failure{status: http.StatusNotFound, reason: "not found: use " + adminPrefix + "<name>/usage?<dimension>=<value>"}).write(w)
 	}

@@ -178,7 +178,7 @@ func TestAdminErrors(t *testing.T) {
 		{"GET", "/frequency_cap/nope/usage?recipient=a", 404, "no frequency_cap handler named nope", ""},
 		{"DELETE", "/frequency_cap/nope/usage?recipient=a", 404, "no frequency_cap handler named nope", ""},
 		{"GET", "/frequency_cap/push", 404, "not found: use /frequency_cap/<name>/usage", ""},
-		{"GET", "/frequency_cap/", 404, "not found", ""},
+		{"POST", "/frequency_cap/", 404, "not found", ""},
 		{"GET", "/frequency_cap/push/usage/more?recipient=a", 404, "not found", ""},
 		{"GET", "/frequency_cap/push/used?recipient=a", 404, "not found", ""},
 		{"POST", "/frequency_cap/push/usage?recipient=a", 405, "method POST not allowed", ""},
@@ -196,8 +196,8 @@ func TestAdminErrors(t *testing.T) {
 		{"GET", "/frequency_cap/local/usage?recipient=a&zone=Not/A_Zone", 400, `zone: unknown zone "Not/A_Zone"`, ""},
 		{"GET", "/frequency_cap/local/usage?recipient=a&zone=", 400, "missing value for zone", ""},
 		{"GET", "/frequency_cap/local/usage?recipient=a&zone=UTC&zone=UTC", 400, "zone given 2 times", ""},
-		{"GET", "/frequency_cap/down/usage?recipient=a", 503, "frequency cap store unavailable", ""},
-		{"DELETE", "/frequency_cap/down/usage?recipient=a", 503, "frequency cap store unavailable", ""},
+		{"GET", "/frequency_cap/down/usage?recipient=a", 503, "frequency cap store failed: dial tcp", ""},
+		{"DELETE", "/frequency_cap/down/usage?recipient=a", 503, "frequency cap store failed: dial tcp", ""},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			a := adminDo(t, tc.method, tc.path)

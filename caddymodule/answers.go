@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -39,17 +40,22 @@ func (f *failure) write(w http.ResponseWriter) error {
 }
 
 func writeJSON(w http.ResponseWriter, status int, contentType string, v any) error {
-	out, err := json.Marshal(v)
-	if err != nil {
+	// Not json.Marshal: it writes <, > and & as \u003c..., which reads
+	// badly in a reason ("use /frequency_cap/<name>/usage") and guards
+	// nothing here (the answers are JSON, never HTML).
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("encoding answer: %w", err)
 	}
-	out = append(out, '\n')
+	out := buf.Bytes() // Encode ends it with a newline
 	h := w.Header()
 	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(out)))
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, err = w.Write(out)
+	_, err := w.Write(out)
 	return err
 }
 

@@ -230,9 +230,15 @@ type ruleEntry struct {
 }
 
 func (c *Console) list() capSetList {
-	out := capSetList{ReadOnly: c.ReadOnly, CapSets: []capSetEntry{}}
+	return capSetList{ReadOnly: c.ReadOnly, CapSets: capSetEntries(c.shows)}
+}
+
+// capSetEntries describes every cap set of the running config that shows
+// admits, by name: the console's list and the admin API's.
+func capSetEntries(shows func(name string) bool) []capSetEntry {
+	out := []capSetEntry{}
 	for _, cs := range listCapSets() {
-		if !c.shows(cs.name) {
+		if !shows(cs.name) {
 			continue
 		}
 		e := capSetEntry{Name: cs.name, Store: cs.storeKind, DryRun: cs.dryRun, Dimensions: make([]string, len(cs.dims))}
@@ -243,10 +249,10 @@ func (c *Console) list() capSetList {
 		// AdminAPI).
 		_, zoneDim := cs.dimensions[zoneParam]
 		for _, cr := range cs.rules {
-			e.Rules = append(e.Rules, ruleEntry{Rule: cr.rule.Name, By: cr.rule.By, Limit: cr.rule.Limit, Window: cr.rule.Window.String()})
+			e.Rules = append(e.Rules, ruleEntry{Rule: cr.rule.Name, By: nonNil(cr.rule.By), Limit: cr.rule.Limit, Window: cr.rule.Window.String()})
 			e.Zoned = e.Zoned || (cr.zoneExpr != "" && !zoneDim)
 		}
-		out.CapSets = append(out.CapSets, e)
+		out = append(out, e)
 	}
 	return out
 }

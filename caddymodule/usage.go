@@ -88,8 +88,11 @@ func unknownCapSet(w http.ResponseWriter, name string) error {
 	}{"no frequency_cap handler named " + name, name})
 }
 
+// storeUnavailable answers a store failure with the store's own error,
+// which says what failed ("frequency cap store failed: dial tcp ...",
+// "frequency cap store timed out: ...").
 func storeUnavailable(w http.ResponseWriter, err error) error {
-	return (&failure{status: http.StatusServiceUnavailable, reason: "frequency cap store unavailable: " + err.Error()}).write(w)
+	return (&failure{status: http.StatusServiceUnavailable, reason: err.Error()}).write(w)
 }
 
 // usage reads the selected rules' usage from the store, recording nothing.
@@ -117,7 +120,7 @@ func (q *usageQuery) usage(ctx context.Context) (*usageAnswer, error) {
 			secs := ceilSeconds(until)
 			out.Rules = append(out.Rules, ruleUsage{
 				Rule:       cr.rule.Name,
-				By:         cr.rule.By,
+				By:         nonNil(cr.rule.By),
 				Window:     windowOf(&c),
 				ResetAfter: secs,
 				Quiet:      &quiet,
@@ -178,10 +181,22 @@ type usageQuery struct {
 	zone   *time.Location
 }
 
+// nonNil is by, or an empty list for a rule by no dimension (a quiet rule
+// for everyone), so that JSON says [] rather than null.
+func nonNil(by []string) []string {
+	if by == nil {
+		return []string{}
+	}
+	return by
+}
+
 // query parses the query string of an admin request; a failure is the
-// answer to give.
+// answer to give. A '+' is a plus sign, not a space: it starts every phone
+// number in E.164 (recipient=+15550100), which support staff type as they
+// see it; a space is %20. (Only HTML forms write a space as '+', and
+// neither the console nor a person typing a URL does.)
 func (cs *capSet) query(raw string) (*usageQuery, *failure) {
-	params, err := url.ParseQuery(raw)
+	params, err := url.ParseQuery(strings.ReplaceAll(raw, "+", "%2B"))
 	if err != nil {
 		return nil, &failure{status: http.StatusBadRequest, reason: "malformed query: " + err.Error()}
 	}
