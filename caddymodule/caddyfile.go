@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -198,7 +199,40 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if len(h.Rules) == 0 {
 		return d.Err("frequency_cap needs at least one rule")
 	}
+	if err := h.checkLogLines(&at); err != nil {
+		return err
+	}
 	return h.checkBatchLines(&at)
+}
+
+// checkLogLines runs the check that provisioning runs on the rules' logs
+// (limiter.CheckLogs), so that a rule set no store could keep fails at
+// caddy adapt, at the line of its first rule, not at caddy run with no
+// line.
+func (h *Handler) checkLogLines(at *batchLines) error {
+	var rules []*limiter.Rule
+	for i := range h.Rules {
+		cr, err := compileRule(&h.Rules[i])
+		if err != nil {
+			return at.rules[i].Errf("%v", err)
+		}
+		if cr.rule.Quiet == nil {
+			rules = append(rules, cr.rule)
+		}
+	}
+	err := limiter.CheckLogs(rules)
+	var big *limiter.LogTooLargeError
+	if errors.As(err, &big) {
+		for i := range h.Rules {
+			if h.Rules[i].Name == big.Rules[0] {
+				return at.rules[i].Errf("%v", err)
+			}
+		}
+	}
+	if err != nil {
+		return at.rules[0].Errf("%v", err)
+	}
+	return nil
 }
 
 // pendingDim is a dimension a rule names that was not declared (yet), with
@@ -638,10 +672,12 @@ func intArg(d *caddyfile.Dispenser, what string, least int) (int, error) {
 }
 
 func durationArg(d *caddyfile.Dispenser, what string) (caddy.Duration, error) {
-	s, err := oneArg(d)
-	if err != nil {
-		return 0, err
+	args := d.RemainingArgs()
+	if len(args) != 1 {
+		// "window 5 minutes": say what is wrong, not just the count.
+		return 0, d.Errf("%s takes one duration such as 5m or 24h, not %q", what, strings.Join(args, " "))
 	}
+	s := args[0]
 	dur, err := caddy.ParseDuration(s)
 	if err != nil {
 		return 0, d.Errf("%s %q is not a duration such as 1m or 24h: %v", what, s, err)

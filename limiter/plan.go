@@ -137,11 +137,12 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 		s.r1 = len(p.rules)
 		s.grain = grainFor(maxLimit, bound)
 		if n := maxRecords(maxLimit, s.retention, s.grain); n > maxEntries {
-			var names []string
+			e := &LogTooLargeError{Records: n, MaxLimit: maxLimit,
+				Grain: time.Duration(s.grain) * time.Millisecond, Retention: time.Duration(s.retention) * time.Millisecond}
 			for _, pr := range p.rules[s.r0:s.r1] {
-				names = append(names, req.Checks[pr.check].Rule.Name)
+				e.Rules = append(e.Rules, req.Checks[pr.check].Rule.Name)
 			}
-			return fmt.Errorf("rules %s share a log that could hold %d records, more than %d: lower the limit, or lengthen the shortest window (records then merge into buckets of up to a thousandth of it)", strings.Join(names, ", "), n, maxEntries)
+			return e
 		}
 	}
 	return nil
@@ -212,9 +213,37 @@ func maxRecords(maxLimit, retention, grain int64) int64 {
 	return n
 }
 
+// LogTooLargeError is CheckLogs' error for rules whose log could hold more
+// records than a stored log can (see maxRecords).
+type LogTooLargeError struct {
+	// Rules share the log (the same dimensions), in the order of the
+	// rules.
+	Rules []string
+	// Records is how many the log could need; MaxLimit the largest limit
+	// of its rules (a limit placeholder counts as the most a request may
+	// set); Grain the width its records merge into, 0 when every record
+	// is kept (no limit over BucketThreshold, or a rolling window under
+	// 10 s); Retention how long records are kept.
+	Records, MaxLimit int64
+	Grain, Retention  time.Duration
+}
+
+func (e *LogTooLargeError) Error() string {
+	who := "rule " + e.Rules[0]
+	if len(e.Rules) > 1 {
+		who = "rules " + strings.Join(e.Rules, ", ") + " (one log: the same dimensions)"
+	}
+	if e.Grain == 0 {
+		return fmt.Sprintf("%s: a limit of %d in a window under 10s keeps every record, up to %d in one log, more than the %d a log holds: lower the limit to %d or less, or use a window of 10s or more, whose records merge into buckets of a thousandth of it",
+			who, e.MaxLimit, e.Records, maxEntries, maxEntries/2)
+	}
+	return fmt.Sprintf("%s: a limit over %d (or a limit placeholder) merges records into buckets of %v, the finest the shortest window allows, kept %v: up to %d records in one log, more than the %d a log holds: lengthen the shortest window, or keep every limit of these rules at %d or less (exact records)",
+		who, BucketThreshold, e.Grain, e.Retention, e.Records, maxEntries, BucketThreshold)
+}
+
 // CheckLogs reports, at configuration time, rules whose shared log could
-// hold more records than a stored log can (see maxRecords); deciding on
-// them would fail.
+// hold more records than a stored log can (see maxRecords), with a
+// *LogTooLargeError; deciding on them would fail.
 func CheckLogs(rules []*Rule) error {
 	req := &Request{}
 	for _, r := range rules {
