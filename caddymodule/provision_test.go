@@ -44,7 +44,7 @@ func TestProvisionErrors(t *testing.T) {
 		{"unknown dimension", `{` + dims + `, "rules": [{"name": "x", "by": ["r", "channel"], "limit": 1, "window": "1m"}]}`, `rule x: unknown dimension "channel"`},
 		{"duplicate rule", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}, {"name": "x", "by": ["c"], "limit": 1, "window": "1m"}]}`, "rule x: defined twice"},
 		{"rule without name", `{` + dims + `, "rules": [{"by": ["r"], "limit": 1, "window": "1m"}]}`, "rule #1 has no name"},
-		{"log too large", `{` + dims + `, "rules": [{"name": "burst", "by": ["r"], "limit": 2000, "window": "5s"}, {"name": "day", "by": ["r"], "limit": 100000, "window": "24h"}]}`, "rules burst, day share a log that could hold"},
+		{"log too large", `{` + dims + `, "rules": [{"name": "burst", "by": ["r"], "limit": 2000, "window": "5s"}, {"name": "day", "by": ["r"], "limit": 100000, "window": "24h"}]}`, "rules burst, day (one log: the same dimensions): beside a window under 10s every record is kept, and a limit of 100000 needs up to 200000"},
 		{"bad rule name", `{` + dims + `, "rules": [{"name": "a b", "by": ["r"], "limit": 1, "window": "1m"}]}`, `rule "a b": invalid name`},
 		{"missing by", `{` + dims + `, "rules": [{"name": "x", "limit": 1, "window": "1m"}]}`, "rule x: no dimensions (by)"},
 		{"missing limit", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "window": "1m"}]}`, "rule x: limit must be at least 1, not 0"},
@@ -74,7 +74,7 @@ func TestProvisionErrors(t *testing.T) {
 		{"policy: negative divisor", `{"redis": {"url": "redis://127.0.0.1:1"}, ` + dims + `, "on_error": "local", "local_divisor": -1, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "local_divisor must be at least 1"},
 		{"policy: exempt without values", `{` + dims + `, "exempt": {"placeholder": "{json.p}"}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "exempt needs a placeholder and at least one value"},
 		{"policy: limit placeholder not a placeholder", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit_placeholder": "gold", "window": "1m"}]}`, `rule x: limit_placeholder "gold" is not a placeholder`},
-		{"policy: limit placeholder on a short window", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit_placeholder": "{tier}", "window": "5s"}]}`, "share a log that could hold"},
+		{"policy: limit placeholder on a short window", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit_placeholder": "{tier}", "window": "5s"}]}`, "rule x: beside a window under 10s every record is kept"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := load(t, tc.cfg)

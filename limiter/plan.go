@@ -234,7 +234,7 @@ func (e *LogTooLargeError) Error() string {
 		who = "rules " + strings.Join(e.Rules, ", ") + " (one log: the same dimensions)"
 	}
 	if e.Grain == 0 {
-		return fmt.Sprintf("%s: a limit of %d in a window under 10s keeps every record, up to %d in one log, more than the %d a log holds: lower the limit to %d or less, or use a window of 10s or more, whose records merge into buckets of a thousandth of it",
+		return fmt.Sprintf("%s: beside a window under 10s every record is kept, and a limit of %d needs up to %d in one log, more than the %d a log holds: lower the limit to %d or less, or make every window 10s or more, whose records merge into buckets of a thousandth of it",
 			who, e.MaxLimit, e.Records, maxEntries, maxEntries/2)
 	}
 	return fmt.Sprintf("%s: a limit over %d (or a limit placeholder) merges records into buckets of %v, the finest the shortest window allows, kept %v: up to %d records in one log, more than the %d a log holds: lengthen the shortest window, or keep every limit of these rules at %d or less (exact records)",
