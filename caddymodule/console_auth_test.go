@@ -77,3 +77,20 @@ func TestConsoleNeedsAuthentication(t *testing.T) {
 		expectStatus(t, g.consoleDo(http.MethodGet, "/support/api/capsets", false), http.StatusOK)
 	})
 }
+
+// TestResetsCounted proves every reset is counted by where it came from,
+// caddy_frequency_cap_resets_total{handler,source="admin|console"}.
+func TestResetsCounted(t *testing.T) {
+	up := startUpstream(t)
+	g := startGateway(t, consoleAuthSite(up.addr(), basicAuthBlock("/support/*"), ""))
+	before, _ := scrape(t)
+	expectStatus(t, adminDo(t, http.MethodDelete, "/frequency_cap/authcaps/usage?recipient=a"), http.StatusOK)
+	for range 2 {
+		expectStatus(t, g.consoleDo(http.MethodDelete, "/support/api/capsets/authcaps/usage?recipient=a", true), http.StatusOK)
+	}
+	after, _ := scrape(t)
+	expectDeltas(t, before, after, map[string]float64{
+		series("caddy_frequency_cap_resets_total", "handler", "authcaps", "source", "admin"):   1,
+		series("caddy_frequency_cap_resets_total", "handler", "authcaps", "source", "console"): 2,
+	})
+}

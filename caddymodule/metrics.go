@@ -66,6 +66,7 @@ var metrics struct {
 	storeDuration *prometheus.HistogramVec
 	storeErrors   *prometheus.CounterVec
 	refunds       *prometheus.CounterVec
+	resets        *prometheus.CounterVec
 	missing       *prometheus.CounterVec
 	byStore       *prometheus.CounterVec
 	// The batch series exist only for handlers with a batch dimension.
@@ -94,6 +95,10 @@ func initMetrics() {
 			Namespace: ns, Subsystem: sub, Name: "refunds_total",
 			Help: "Admitted requests whose quota was given back (refund_on), by handler name.",
 		}, []string{"handler"})
+		metrics.resets = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "resets_total",
+			Help: "Usage resets (caps lifted by hand), by handler name and source: admin (the admin API) or console.",
+		}, []string{"handler", "source"})
 		metrics.missing = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "missing_dimensions_total",
 			Help: "Requests in which a dimension had no value, by handler name and dimension name.",
@@ -125,7 +130,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{metrics.decisions, metrics.storeDuration, metrics.storeErrors, metrics.refunds, metrics.missing, metrics.byStore, metrics.batchEntries, metrics.batchDropped, metrics.spliceFailures} {
+	for _, c := range []prometheus.Collector{metrics.decisions, metrics.storeDuration, metrics.storeErrors, metrics.refunds, metrics.resets, metrics.missing, metrics.byStore, metrics.batchEntries, metrics.batchDropped, metrics.spliceFailures} {
 		if err := reg.Register(c); err != nil {
 			var dup prometheus.AlreadyRegisteredError
 			if !errors.As(err, &dup) {

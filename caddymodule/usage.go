@@ -160,6 +160,11 @@ func (q *usageQuery) reset(ctx context.Context, via string, fields []zap.Field) 
 	for i, c := range req.Checks {
 		rules[i] = c.Rule.Name
 	}
+	source := resetSourceAdmin
+	if via == "console" {
+		source = resetSourceConsole
+	}
+	metrics.resets.WithLabelValues(q.cs.name, source).Inc()
 	log := append([]zap.Field{zap.String("handler", q.cs.name), zap.Strings("rules", rules)}, fields...)
 	if q.cs.logValues {
 		log = append(log, zap.Object("values", checkValues(req.Checks)))
@@ -167,6 +172,12 @@ func (q *usageQuery) reset(ctx context.Context, via string, fields []zap.Field) 
 	q.cs.logger.Info("usage reset through the "+via, log...)
 	return rules, nil
 }
+
+// The source label of caddy_frequency_cap_resets_total.
+const (
+	resetSourceAdmin   = "admin"
+	resetSourceConsole = "console"
+)
 
 // zoneParam is the admin query parameter that names the zone of calendar
 // rules whose zone is a placeholder.
