@@ -214,12 +214,13 @@ type capSetList struct {
 }
 
 type capSetEntry struct {
-	Name       string      `json:"name"`
-	Store      string      `json:"store"`
-	DryRun     bool        `json:"dry_run"`
-	Dimensions []string    `json:"dimensions"`
-	Zoned      bool        `json:"zoned"`
-	Rules      []ruleEntry `json:"rules"`
+	Name       string        `json:"name"`
+	Store      string        `json:"store"`
+	DryRun     bool          `json:"dry_run"`
+	Dimensions []string      `json:"dimensions"`
+	Zoned      bool          `json:"zoned"`
+	Exempt     *ExemptConfig `json:"exempt,omitempty"`
+	Rules      []ruleEntry   `json:"rules"`
 }
 
 type ruleEntry struct {
@@ -227,6 +228,8 @@ type ruleEntry struct {
 	By     []string `json:"by"`
 	Limit  int64    `json:"limit"`
 	Window string   `json:"window"`
+	// DryRun marks a shadow rule: it never refuses a send.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 func (c *Console) list() capSetList {
@@ -241,7 +244,7 @@ func capSetEntries(shows func(name string) bool) []capSetEntry {
 		if !shows(cs.name) {
 			continue
 		}
-		e := capSetEntry{Name: cs.name, Store: cs.storeKind, DryRun: cs.dryRun, Dimensions: make([]string, len(cs.dims))}
+		e := capSetEntry{Name: cs.name, Store: cs.storeKind, DryRun: cs.dryRun, Exempt: cs.exempt, Dimensions: make([]string, len(cs.dims))}
 		for i, d := range cs.dims {
 			e.Dimensions[i] = d.name
 		}
@@ -249,7 +252,11 @@ func capSetEntries(shows func(name string) bool) []capSetEntry {
 		// AdminAPI).
 		_, zoneDim := cs.dimensions[zoneParam]
 		for _, cr := range cs.rules {
-			e.Rules = append(e.Rules, ruleEntry{Rule: cr.rule.Name, By: nonNil(cr.rule.By), Limit: cr.rule.Limit, Window: cr.rule.Window.String()})
+			window := cr.rule.Window.String()
+			if q := cr.rule.Quiet; q != nil {
+				window = q.String(nil)
+			}
+			e.Rules = append(e.Rules, ruleEntry{Rule: cr.rule.Name, By: nonNil(cr.rule.By), Limit: cr.rule.Limit, Window: window, DryRun: cr.shadow})
 			e.Zoned = e.Zoned || (cr.zoneExpr != "" && !zoneDim)
 		}
 		out = append(out, e)

@@ -21,6 +21,7 @@ type capSet struct {
 	store      limiter.Store
 	storeKind  string // "memory" or "redis"
 	dryRun     bool
+	exempt     *ExemptConfig
 	timeout    time.Duration
 	logValues  bool
 	logger     *zap.Logger
@@ -46,6 +47,7 @@ func (h *Handler) register() *capSet {
 		store:      h.store,
 		storeKind:  "memory",
 		dryRun:     h.DryRun,
+		exempt:     h.Exempt,
 		timeout:    h.timeout,
 		logValues:  h.LogValues,
 		logger:     h.logger,

@@ -73,6 +73,9 @@ type ruleUsage struct {
 	// holds now, and the seconds until that range ends (0 when not quiet).
 	Quiet      *bool  `json:"quiet,omitempty"`
 	QuietUntil *int64 `json:"quiet_until,omitempty"`
+	// DryRun marks a shadow rule (dry_run in its block): counted and
+	// shown, but it never refuses a send.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // resetAnswer is the body of a DELETE.
@@ -125,6 +128,7 @@ func (q *usageQuery) usage(ctx context.Context) (*usageAnswer, error) {
 				ResetAfter: secs,
 				Quiet:      &quiet,
 				QuietUntil: &secs,
+				DryRun:     cr.shadow,
 			})
 			continue
 		}
@@ -137,6 +141,7 @@ func (q *usageQuery) usage(ctx context.Context) (*usageAnswer, error) {
 			Used:       res.Used,
 			Remaining:  res.Remaining,
 			ResetAfter: ceilSeconds(res.Reset),
+			DryRun:     cr.shadow,
 		})
 		i++
 	}

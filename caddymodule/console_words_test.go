@@ -1,0 +1,114 @@
+package caddymodule_test
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestConsoleWords proves, in headless Chromium, that the console speaks
+// as support staff do: windows as "1 min", "24 h" and "calendar day
+// (Asia/Shanghai)"; a quiet rule as its range and whether it holds now,
+// not as a count of 0 of 0; a shadow rule and the exempt values marked as
+// such. At a phone's width (390 px) nothing scrolls sideways. Screenshots
+// at 390 px and 1280 px are saved (FREQCAP_SCREENSHOTS names the folder;
+// by default the test's temporary one) and their paths logged.
+func TestConsoleWords(t *testing.T) {
+	b := startBrowser(t)
+	up := startUpstream(t)
+	// A quiet range that does not hold now: it starts two hours from now.
+	start := time.Now().UTC().Add(2 * time.Hour).Truncate(time.Minute)
+	quiet := start.Format("15:04") + "-" + start.Add(time.Hour).Format("15:04")
+	g := startGateway(t, fmt.Sprintf(`
+	%s
+	frequency_cap_console /support/*
+	frequency_cap /push {
+		name words
+		key_prefix %s
+		exempt {json.priority} otp critical
+		dimension recipient {json.to}
+		rule night {
+			quiet %s UTC
+		}
+		rule per_minute {
+			by     recipient
+			limit  15
+			window 1m
+		}
+		rule per_day {
+			by     recipient
+			limit  50
+			window 24h
+		}
+		rule shanghai_day {
+			by       recipient
+			limit    5
+			calendar day Asia/Shanghai
+		}
+		rule trial {
+			by     recipient
+			limit  1
+			window 1h
+			dry_run
+		}
+	}
+	reverse_proxy %s`, basicAuthBlock("/support/*"), testPrefix(), quiet, up.addr()))
+	const who = "+8613800138000"
+	expectStatus(t, g.send("/push", map[string]any{"to": who}), http.StatusOK)
+
+	const sec = `section[data-capset="words"] `
+	for _, width := range []int64{390, 1280} {
+		b.do(t, fmt.Sprintf("looking up %s at %d px", who, width),
+			chromedp.EmulateViewport(width, 900),
+			chromedp.Navigate(g.url+"/support/"),
+			chromedp.WaitVisible(sec+`input[name="recipient"]`),
+			chromedp.SendKeys(sec+`input[name="recipient"]`, who),
+			chromedp.Click(sec+`button[type="submit"]`),
+			chromedp.WaitVisible(sec+`.rule[data-rule="per_minute"][data-used="1"]`),
+		)
+		meta := func(rule string) string {
+			return read(t, b, rule, chromedp.Text(sec+`.rule[data-rule="`+rule+`"] .rule-meta`))
+		}
+		for rule, want := range map[string]string{
+			"per_minute":   "15 per 1 min",
+			"per_day":      "50 per 24 h",
+			"shanghai_day": "5 per calendar day (Asia/Shanghai)",
+			"night":        "quiet " + strings.Replace(quiet, "-", "–", 1) + " UTC",
+		} {
+			if got := meta(rule); !strings.HasSuffix(got, want) {
+				t.Errorf("%s reads %q, want it to end %q", rule, got, want)
+			}
+		}
+		state := read(t, b, "the quiet state", chromedp.Text(sec+`.rule[data-rule="night"] .quiet-state`))
+		if state != "not now · next quiet at "+start.Format("15:04") {
+			t.Errorf("the quiet rule reads %q", state)
+		}
+		if got := read(t, b, "the shadow rule", chromedp.Text(sec+`.rule[data-rule="trial"] .rule-name`)); !strings.Contains(got, "dry run: never refuses") {
+			t.Errorf("the shadow rule reads %q", got)
+		}
+		if got := read(t, b, "the exempt line", chromedp.Text(sec+`.exempt`)); !strings.Contains(got, "{json.priority} = otp or critical") {
+			t.Errorf("the exempt line reads %q", got)
+		}
+		sideways := read(t, b, "the page width", chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth`))
+		if sideways {
+			t.Errorf("at %d px the page scrolls sideways", width)
+		}
+		shot := read(t, b, "a screenshot", chromedp.FullScreenshot(100))
+		dir := os.Getenv("FREQCAP_SCREENSHOTS")
+		if dir == "" {
+			dir = t.TempDir()
+		}
+		file := filepath.Join(dir, fmt.Sprintf("console-%dpx.png", width))
+		if err := os.WriteFile(file, shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot at %d px: %s", width, file)
+	}
+	b.expectQuiet(t)
+}
