@@ -27,10 +27,12 @@ func init() {
 // %20); every rule whose dimensions are all given is selected, and no
 // other: ?recipient=alice selects the rules by recipient alone, not those
 // by recipient and content, which need a content too.
-// GET answers {"name": ..., "rules": [{"rule", "by", "limit", "window",
-// "used", "remaining", "reset_after"}, ...]} without recording anything
-// (reset_after: seconds until the next unit frees up, or until the
-// calendar period ends). DELETE forgets the records of the selected rules
+// GET answers {"name": ..., "now": ..., "rules": [{"rule", "by", "limit",
+// "window", "used", "remaining", "reset_after", "from", "sends",
+// "precision"}, ...]} without recording anything (reset_after: seconds
+// until the next unit frees up, or until the calendar period ends; from:
+// where the window begins; sends: [{"at", "units"}], what the rule counts,
+// oldest first, at the record log's precision, which precision states). DELETE forgets the records of the selected rules
 // (and of any rule that shares their record log: the same dimensions and
 // cost) and answers {"name": ..., "reset": [rules]}.
 //

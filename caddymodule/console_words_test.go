@@ -95,6 +95,18 @@ func TestConsoleWords(t *testing.T) {
 		if got := read(t, b, "the exempt line", chromedp.Text(sec+`.exempt`)); !strings.Contains(got, "{json.priority} = otp or critical") {
 			t.Errorf("the exempt line reads %q", got)
 		}
+		// The timeline: one mark a recorded send, the limit line, and
+		// when the next send frees up.
+		for rule, want := range map[string]int{"per_minute": 1, "per_day": 1, "shanghai_day": 1, "trial": 1} {
+			marks := read(t, b, rule+"'s marks", chromedp.Evaluate[int](`document.querySelectorAll('`+sec+`.rule[data-rule="`+rule+`"] svg.timeline circle.send').length`))
+			if marks != want {
+				t.Errorf("%s's timeline has %d marks, want %d (one a recorded send)", rule, marks, want)
+			}
+		}
+		lines := read(t, b, "the limit and frees-up lines", chromedp.Evaluate[int](`document.querySelectorAll('`+sec+`.rule[data-rule="trial"] svg.timeline line.limit, `+sec+`.rule[data-rule="trial"] svg.timeline line.frees').length`))
+		if lines != 2 {
+			t.Errorf("the full rule's timeline has %d of its limit and frees-up lines, want 2", lines)
+		}
 		sideways := read(t, b, "the page width", chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth`))
 		if sideways {
 			t.Errorf("at %d px the page scrolls sideways", width)

@@ -53,6 +53,7 @@ type failure struct {
 // usage is the admin API's answer to GET .../usage.
 type usage struct {
 	Name  string      `json:"name"`
+	Now   string      `json:"now"`
 	Rules []ruleUsage `json:"rules"`
 }
 
@@ -69,6 +70,14 @@ type ruleUsage struct {
 	// its range, and the seconds until it ends.
 	Quiet      *bool  `json:"quiet"`
 	QuietUntil *int64 `json:"quiet_until"`
+	DryRun     bool   `json:"dry_run"`
+	// From, Sends and Precision are a counting rule's timeline.
+	From  string `json:"from"`
+	Sends []struct {
+		At    string `json:"at"`
+		Units int64  `json:"units"`
+	} `json:"sends"`
+	Precision string `json:"precision"`
 }
 
 // reset is the admin API's answer to DELETE .../usage.

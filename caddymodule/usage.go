@@ -54,8 +54,18 @@ func serveUsage(w http.ResponseWriter, r *http.Request, name, via string, fields
 
 // usageAnswer is the body of a GET.
 type usageAnswer struct {
-	Name  string      `json:"name"`
+	Name string `json:"name"`
+	// Now is when the store answered (RFC 3339, UTC, milliseconds): the
+	// end of every rule's timeline.
+	Now   string      `json:"now"`
 	Rules []ruleUsage `json:"rules"`
+}
+
+// sendMark is one recorded send (or, in a bucketed log, one bucket of
+// sends) on a rule's timeline.
+type sendMark struct {
+	At    string `json:"at"` // RFC 3339, UTC, milliseconds
+	Units int64  `json:"units"`
 }
 
 // ruleUsage is one rule's part of a usageAnswer. The console shows every
@@ -76,6 +86,24 @@ type ruleUsage struct {
 	// DryRun marks a shadow rule (dry_run in its block): counted and
 	// shown, but it never refuses a send.
 	DryRun bool `json:"dry_run,omitempty"`
+	// From is where the rule's window begins (RFC 3339), Sends what it
+	// counts from there, oldest first, and Precision how exact their
+	// times are (the record log's: every send to the millisecond, or one
+	// mark a bucket). Counting rules only.
+	From      string     `json:"from,omitempty"`
+	Sends     []sendMark `json:"sends,omitempty"`
+	Precision string     `json:"precision,omitempty"`
+}
+
+// rfc3339ms writes t as the usage answer does.
+func rfc3339ms(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+
+// precisionOf says how exact a log's times are.
+func precisionOf(grain time.Duration) string {
+	if grain == 0 {
+		return "exact: one mark a send, to the millisecond"
+	}
+	return "merged: one mark a bucket of " + grain.String() + ", at its latest send, with its units"
 }
 
 // resetAnswer is the body of a DELETE.
@@ -113,8 +141,21 @@ func (q *usageQuery) usage(ctx context.Context) (*usageAnswer, error) {
 			return nil, err
 		}
 	}
-	out := &usageAnswer{Name: q.cs.name, Rules: make([]ruleUsage, 0, len(q.rules))}
+	var sends []limiter.Sends
+	if hist, ok := q.cs.store.(limiter.Historian); ok && len(req.Checks) > 0 {
+		// The same instant as the usage, so that the marks are what it
+		// counted.
+		req.Now = d.Now
+		var err error
+		if sends, err = hist.History(ctx, req); err != nil {
+			return nil, err
+		}
+	}
 	now := time.Now()
+	if !d.Now.IsZero() {
+		now = d.Now
+	}
+	out := &usageAnswer{Name: q.cs.name, Now: rfc3339ms(now), Rules: make([]ruleUsage, 0, len(q.rules))}
 	i := 0 // the next of d.Results: the store answers the rules that are not quiet
 	for _, cr := range q.rules {
 		if qr := cr.rule.Quiet; qr != nil {
@@ -133,7 +174,7 @@ func (q *usageQuery) usage(ctx context.Context) (*usageAnswer, error) {
 			continue
 		}
 		res := d.Results[i]
-		out.Rules = append(out.Rules, ruleUsage{
+		ru := ruleUsage{
 			Rule:       res.Rule.Name,
 			By:         res.Rule.By,
 			Limit:      res.Limit,
@@ -142,7 +183,16 @@ func (q *usageQuery) usage(ctx context.Context) (*usageAnswer, error) {
 			Remaining:  res.Remaining,
 			ResetAfter: ceilSeconds(res.Reset),
 			DryRun:     cr.shadow,
-		})
+		}
+		if sends != nil {
+			h := sends[i]
+			ru.From, ru.Precision = rfc3339ms(h.From), precisionOf(h.Grain)
+			ru.Sends = make([]sendMark, len(h.Times))
+			for j, at := range h.Times {
+				ru.Sends[j] = sendMark{At: rfc3339ms(at), Units: h.Units[j]}
+			}
+		}
+		out.Rules = append(out.Rules, ru)
 		i++
 	}
 	return out, nil
