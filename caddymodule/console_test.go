@@ -297,7 +297,8 @@ func TestConsolePage(t *testing.T) {
 			}
 		}
 	}
-	page := strings.ToLower(string(consolePage))
+	// The SVG namespace is a name, not an address: nothing is fetched.
+	page := strings.ReplaceAll(strings.ToLower(string(consolePage)), `"http://www.w3.org/2000/svg"`, "")
 	for _, external := range []string{"src=", "href=", "http:", "https:", "@import", "url("} {
 		if strings.Contains(page, external) {
 			t.Errorf("the page contains %q: it must load nothing from outside", external)
