@@ -188,8 +188,9 @@ func (*Handler) CaddyModule() caddy.ModuleInfo {
 }
 
 // Provision fills in defaults, compiles the rules, takes the store from
-// the pool, creates the handler's metrics and makes it known to the admin
-// API by name; it does not connect to Redis.
+// the pool, creates the handler's metrics, makes it known to the admin
+// API by name and logs the store it uses; it does not wait on Redis,
+// which it checks in the background (startup.go).
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	if h.Name == "" {
@@ -237,9 +238,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionMetrics(ctx); err != nil {
 		return fmt.Errorf("frequency_cap %s: registering metrics: %w", h.Name, err)
 	}
-	h.warns = &storeWarnings{logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval}
-	h.locals = &storeWarnings{msg: "frequency cap store failing: deciding in the local store", logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval}
+	reasons := newReasonCounters(h.Name)
+	h.warns = &storeWarnings{logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval, reasons: reasons}
+	h.locals = &storeWarnings{msg: "frequency cap store failing: deciding in the local store", logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval, reasons: reasons}
 	h.capSet = h.register()
+	h.logStoreAtStart(ctx, cfg)
 	return nil
 }
 

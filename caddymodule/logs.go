@@ -81,6 +81,8 @@ type storeWarnings struct {
 	handler  string
 	onError  string
 	interval time.Duration
+	// reasons counts every failure by reason (store_reasons.go).
+	reasons reasonCounters
 
 	mu      sync.Mutex
 	timer   *time.Timer // set while an interval is running
@@ -91,6 +93,7 @@ type storeWarnings struct {
 
 // add notes one failure of the store operation op.
 func (w *storeWarnings) add(op string, err error) {
+	w.reasons.count(err)
 	w.mu.Lock()
 	if w.timer != nil {
 		w.pending++
@@ -150,6 +153,7 @@ func (w *storeWarnings) write(n int64, op string, err error) {
 		zap.Duration("interval", w.interval),
 		zap.String("op", op),
 		zap.String("on_error", w.onError),
+		zap.String("reason", limiter.Reason(err)),
 		zap.Error(err))
 }
 

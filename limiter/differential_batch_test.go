@@ -15,13 +15,28 @@ import (
 // recipients and contents repeat within a batch; either mode; the rules and
 // policy of the single-decision differential test, campaign rules on other
 // keys included; single decisions and refunds of batch entries between
-// them), give the same answer entry by entry.
+// them), give the same answer entry by entry. Seed 3 keeps to the rules on
+// the recipient's key, so that under BatchEach most entries are alone on
+// their key: on a server with SET … IFEQ they are written natively (the
+// campaign keys of seeds 1 and 2 join every entry into one component,
+// which keeps commit.lua), and the test checks that they were.
 func TestDifferentialBatches(t *testing.T) {
 	client := redistest.Client(t)
+	writePath := expectedPath(t, client, "freqcap-test:ifeq-probe", true)
+	writes := &writeCounter{}
+	client.AddHook(writes)
 	zones := []*time.Location{nil, mustZone(t, "Asia/Shanghai"), mustZone(t, "America/New_York")}
 	rules := differentialRules(t)
-	for seed := int64(1); seed <= 2; seed++ {
+	for seed := int64(1); seed <= 3; seed++ {
+		rules := rules
+		if seed == 3 {
+			rules = recipientRules(rules)
+		}
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			writes.take("")
+			if seed == 3 {
+				defer func() { checkWrites(t, "batch sends decided in Go", writes.take(""), writePath) }()
+			}
 			clock := &fixedClock{t: mustParse(t, "2026-03-07T20:00:00Z")}
 			mem := NewMemory(MemoryOptions{Now: clock.now, SweepInterval: -1})
 			defer mem.Close()

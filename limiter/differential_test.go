@@ -17,9 +17,15 @@ import (
 // request, shadow checks and exempt requests), give the
 // same answer decision by decision. Each Redis decision is made at random in
 // Go or in the script, over the same values: the two read and write one
-// format, and either may take over from the other at any time.
+// format, and either may take over from the other at any time. Seed 4
+// keeps to the rules on the recipient's key, so that on a server with SET
+// … IFEQ the decisions in Go are written natively (a decision that also
+// reads a campaign's key keeps commit.lua), and checks that they were.
 func TestDifferentialMemoryVsRedis(t *testing.T) {
 	client := redistest.Client(t)
+	writePath := expectedPath(t, client, "freqcap-test:ifeq-probe", true)
+	writes := &writeCounter{}
+	client.AddHook(writes)
 	zones := []*time.Location{nil, mustZone(t, "Asia/Shanghai"), mustZone(t, "America/New_York"), mustZone(t, "Pacific/Kiritimati")}
 	rules := differentialRules(t)
 	deniedBy := map[string]bool{}
@@ -28,8 +34,16 @@ func TestDifferentialMemoryVsRedis(t *testing.T) {
 			t.Errorf("over all seeds only %v denied; every rule should", deniedBy)
 		}
 	}()
-	for seed := int64(1); seed <= 3; seed++ {
+	for seed := int64(1); seed <= 4; seed++ {
+		rules := rules
+		if seed == 4 {
+			rules = recipientRules(rules)
+		}
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			writes.take("")
+			if seed == 4 {
+				defer func() { checkWrites(t, "decided in Go", writes.take(""), writePath) }()
+			}
 			rng := rand.New(rand.NewSource(seed))
 			pick := rand.New(rand.NewSource(-seed))                       // Go or script, apart from the sequence
 			policy := rand.New(rand.NewSource(seed + 1000))               // tiers, shadows and exemptions, apart too

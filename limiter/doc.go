@@ -25,5 +25,8 @@
 //
 // Both stores are safe for concurrent use; their zero values are not
 // usable (call NewMemory or NewRedis), and Close releases what they hold.
-// Errors from a store wrap ErrStore, ErrTimeout or ErrClockSkew.
+// Errors from a store wrap ErrStore, ErrTimeout or ErrClockSkew;
+// ErrOutOfMemory and ErrNoPermission (both also ErrStore) name the two
+// failures an operator must act on, and Reason names any failure for a
+// metric or a log line.
 package limiter

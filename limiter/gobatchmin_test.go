@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,8 @@ func (h *sentCommands) note(cmds ...redis.Cmder) {
 		name := c.Name()
 		switch name {
 		case "hello", "client", "auth", "select": // a new connection's set-up
+			continue
+		case "command": // the store asking the node whether SET has IFEQ
 			continue
 		case "evalsha":
 			if sha, _ := c.Args()[1].(string); sha == commitScript.Hash() {
@@ -100,6 +103,10 @@ func TestLoneDecisionGoesToTheScript(t *testing.T) {
 		{0, true, []string{"mget", "commit"}, 2},
 	} {
 		s := NewRedis(c, RedisOptions{Now: func() time.Time { return at }, Timeout: 5 * time.Second, GoBatchMin: tc.goBatchMin})
+		want := fmt.Sprint(tc.want)
+		if nativeWrites(t, s) { // the write is SET … IFEQ, not commit.lua
+			want = strings.ReplaceAll(want, "commit", "set")
+		}
 		if tc.busy {
 			s.busy.Add(1)
 		}
@@ -111,8 +118,8 @@ func TestLoneDecisionGoesToTheScript(t *testing.T) {
 		if !d.Allowed || d.Results[0].Used != int64(i+1) {
 			t.Errorf("case %d: %s; want admitted, the recipient's sends counted %d", i, describe(d), i+1)
 		}
-		if rounds != tc.rounds || fmt.Sprint(names) != fmt.Sprint(tc.want) {
-			t.Fatalf("case %d (GoBatchMin %d, busy %v): sent %v in %d round trips; want %v in %d", i, tc.goBatchMin, tc.busy, names, rounds, tc.want, tc.rounds)
+		if rounds != tc.rounds || fmt.Sprint(names) != want {
+			t.Fatalf("case %d (GoBatchMin %d, busy %v): sent %v in %d round trips; want %v in %d", i, tc.goBatchMin, tc.busy, names, rounds, want, tc.rounds)
 		}
 	}
 }

@@ -49,6 +49,10 @@ type Redis struct {
 	// leases keeps two batch sends decided in Go from reading a key
 	// between the other's read and write.
 	leases *keyLeases
+	// caps is each node's write path (redis_capability.go); node names
+	// the one node off a cluster.
+	caps *writePaths
+	node string
 }
 
 // Client is what the Redis store needs of a go-redis client: scripts and
@@ -100,6 +104,16 @@ type RedisOptions struct {
 	// Now replaces the server's TIME when set. Default nil (TIME); for
 	// tests only: gateways share one clock only through TIME.
 	Now func() time.Time
+	// NoNativeWrite writes every decision made in Go with commit.lua, even
+	// on a node that has SET … IFEQ. Default false: where a node has it,
+	// a key that no other key of the same decisions shares a write with is
+	// written with SET … IFEQ (see redis_nativewrite.go), at about the cost
+	// of a plain SET. For comparing the two, and as a way back.
+	NoNativeWrite bool
+	// OnWritePath, when set, is called each time a node's write path is
+	// found or changes (WritePaths lists them all), from a goroutine of
+	// the store: it must not block. Default nil.
+	OnWritePath func(NodeWritePath)
 }
 
 // hotHold is how long a key whose write from Go conflicted sends the
@@ -130,6 +144,7 @@ func NewRedis(client Client, opts RedisOptions) *Redis {
 	opts.MaxBatch = min(opts.MaxBatch, 100)
 	cluster := opts.Cluster || isCluster(client)
 	s := &Redis{client: client, cluster: cluster, opts: opts, stop: make(chan struct{}), drained: make(chan struct{}), hot: newHotKeys(time.Now, hotHold), leases: newKeyLeases()}
+	s.caps, s.node = newWritePaths(time.Now, opts.Timeout, nativeOff(opts), opts.OnWritePath), standaloneNode(client)
 	if !cluster {
 		s.startBatching()
 	}
@@ -187,6 +202,7 @@ func (s *Redis) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.wg.Wait()
+		s.caps.close()
 		close(s.drained)
 	})
 	return nil

@@ -106,9 +106,27 @@ func (s *Redis) rollback(p *plan, calls []*call) {
 			}
 		}
 	}
-	if len(recs) > 0 {
-		// A failed rollback leaves a reservation that only over-counts,
-		// until its records leave their windows: never an over-admission.
+	failed := false
+	for _, c := range calls {
+		failed = failed || c.err != nil
+	}
+	s.giveBack(recs, failed)
+}
+
+// giveBack refunds the reservations recs of a decision that denied or
+// failed. After a denial it waits for the refund, so that the caller's
+// next request does not meet its own reservation; after a failure the
+// caller has waited its timeout already, and the refund goes on in the
+// background, under a timeout of its own, so that no caller waits on the
+// store longer than the timeout. A failed refund leaves a reservation
+// that only over-counts, until its records leave their windows: never an
+// over-admission.
+func (s *Redis) giveBack(recs []recorded, failed bool) {
+	switch {
+	case len(recs) == 0:
+	case failed:
+		go s.refund(context.Background(), recs)
+	default:
 		_, _ = s.refund(context.Background(), recs)
 	}
 }

@@ -83,7 +83,12 @@ func (s *Redis) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode)
 		groups = append(groups, calls)
 	}
 
-	if s.cluster || s.opts.ScriptOnly || s.hotBatch(groups[0], mode) {
+	if mf, ok := s.clusterInGo(mode); ok {
+		if err := s.decideClusterBatch(ctx, mf, entryCalls, groups); err != nil {
+			inFlight = true
+			return nil, err
+		}
+	} else if s.cluster || s.opts.ScriptOnly || s.hotBatch(groups[0], mode) {
 		runCtx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 		s.runGroups(runCtx, groups)
 		cancel()
@@ -225,9 +230,10 @@ type scriptRun struct {
 	err  error
 }
 
-// runAll runs the scripts: one alone directly, more in one pipeline, which
-// go-redis sends as one round trip per node on a cluster.
-func (s *Redis) runAll(ctx context.Context, runs []scriptRun) {
+// runAllOnce runs the scripts: one alone directly, more in one pipeline,
+// which go-redis sends as one round trip per node on a cluster. runAll
+// (redis_refusals.go) calls it again for the runs Redis refused.
+func (s *Redis) runAllOnce(ctx context.Context, runs []scriptRun) {
 	switch len(runs) {
 	case 0:
 		return
@@ -290,9 +296,11 @@ func (s *Redis) rollbackEntries(plans []*plan, entryCalls [][]*call, groups [][]
 			}
 		}
 	}
-	if len(recs) > 0 {
-		// A failed rollback leaves a reservation that only over-counts,
-		// until its records leave their windows: never an over-admission.
-		_, _ = s.refund(context.Background(), recs)
+	failed := false
+	for _, g := range groups {
+		for _, c := range g {
+			failed = failed || c.err != nil
+		}
 	}
+	s.giveBack(recs, failed)
 }

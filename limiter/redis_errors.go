@@ -15,7 +15,9 @@ import (
 
 var errStoreClosed = fmt.Errorf("%w: store closed", ErrStore)
 
-// classify wraps a client error in ErrTimeout, ErrClockSkew or ErrStore.
+// classify wraps a client error in ErrTimeout, ErrClockSkew,
+// ErrOutOfMemory, ErrNoPermission or ErrStore (the last two wrap ErrStore
+// too).
 func classify(err error) error {
 	var ne net.Error
 	switch {
@@ -23,6 +25,10 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %v", ErrTimeout, err)
 	case strings.HasPrefix(err.Error(), clockSkew):
 		return fmt.Errorf("%w: %v", ErrClockSkew, err)
+	case outOfMemory(err.Error()):
+		return fmt.Errorf("%w: %v", ErrOutOfMemory, err)
+	case IsPermissionRefusal(err):
+		return fmt.Errorf("%w: %v", ErrNoPermission, err)
 	}
 	return fmt.Errorf("%w: %v", ErrStore, err)
 }

@@ -130,6 +130,11 @@ type decidedInGo struct {
 	args      []any
 	component []int32 // with perComponent, each call's
 	keyComp   []int32 // with perComponent, each of names's
+	// writeNative: the node takes SET … IFEQ, so the keys alone in their
+	// component go in native, not in names (redis_nativewrite.go).
+	writeNative bool
+	node        string
+	native      []nativeKey
 }
 
 // roundTrip makes one round trip: the write of held (a batch decided in the
@@ -144,7 +149,8 @@ func (s *Redis) roundTrip(held *decidedInGo, calls []*call, perComponent bool) *
 	var next *decidedInGo
 	needTime := false
 	if calls != nil {
-		next = &decidedInGo{calls: calls, b: readBatches.Get().(*readBatch), perComponent: perComponent}
+		next = &decidedInGo{calls: calls, b: readBatches.Get().(*readBatch), perComponent: perComponent, node: s.node}
+		next.writeNative = calls[0].op != opPeek && s.nativeStandalone()
 		next.ctx, next.cancel = context.WithTimeout(context.Background(), s.opts.Timeout)
 		for _, c := range calls {
 			needTime = needTime || c.now == 0
@@ -165,8 +171,11 @@ func (s *Redis) roundTrip(held *decidedInGo, calls []*call, perComponent bool) *
 	var tm *redis.TimeCmd
 	var mg *redis.SliceCmd
 	_, perr := s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		if held != nil {
+		if held != nil && len(held.names) > 0 {
 			ec = pipe.EvalSha(ctx, commitScript.Hash(), held.names, held.args...)
+		}
+		if held != nil {
+			queueNative(ctx, pipe, held)
 		}
 		if next != nil {
 			if needTime {
@@ -213,22 +222,26 @@ func (s *Redis) decode(run *decidedInGo, tm *redis.TimeCmd, mg *redis.SliceCmd, 
 		return 0, err
 	}
 	for i, v := range mg.Val() {
-		bk := run.b.keys[i]
-		if v == nil {
-			continue
-		}
-		old, ok := v.(string)
-		if !ok {
-			bk.err = fmt.Errorf("%w: MGET answered %T for %s", ErrStore, v, bk.name)
-			continue
-		}
-		bk.old, bk.exists = old, true
-		if err := decodeBlob([]byte(old), &bk.k); err != nil {
-			// Only the decisions that read this key fail.
-			bk.err = fmt.Errorf("%w: %s: %v", ErrStore, bk.name, err)
-		}
+		run.b.keys[i].load(v)
 	}
 	return now, nil
+}
+
+// load takes the key's value as read (nil: no key).
+func (bk *batchKey) load(v any) {
+	if v == nil {
+		return
+	}
+	old, ok := v.(string)
+	if !ok {
+		bk.err = fmt.Errorf("%w: the read answered %T for %s", ErrStore, v, bk.name)
+		return
+	}
+	bk.old, bk.exists = old, true
+	if err := decodeBlob([]byte(old), &bk.k); err != nil {
+		// Only the decisions that read this key fail.
+		bk.err = fmt.Errorf("%w: %s: %v", ErrStore, bk.name, err)
+	}
 }
 
 // decideInGo decides the run's calls in order, as one step, and prepares
@@ -301,7 +314,10 @@ func (s *Redis) decideInGo(run *decidedInGo, serverNow int64) bool {
 		run.component, run.keyComp, packed = componentsOf(run.calls, b)
 		run.args = append(run.args, packed)
 	}
-	return len(run.names) > 0
+	if len(run.names) > 0 && run.writeNative {
+		planNative(run)
+	}
+	return len(run.names) > 0 || len(run.native) > 0
 }
 
 // componentsOf numbers the components of calls: two calls that read a
@@ -348,29 +364,49 @@ func componentsOf(calls []*call, b *readBatch) (byCall, byKey []int32, packed []
 	return byCall, byKey, packed
 }
 
-// finishWrite takes the write's answer for held: written, it answers the
-// calls; a key changed since the read, it decides again in the script the
-// calls the write refused (see refused); failed, it fails them.
+// finishWrite takes the write's answer for held (ec: commit.lua's, nil
+// when every key was written natively): written, it answers the calls; a
+// key changed since the read, it decides again in the script the calls the
+// write refused (see refused, nativeAnswers); failed, it fails them.
 func (s *Redis) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
-	err := answered(ec, ec.Val() != nil, perr)
-	switch ec.Val().(type) {
-	case int64, []any: // by key, or by component
-		// Answered: a failure later in the pipeline may have stamped its
-		// error on every command, this one included.
-		err = nil
+	var again []*call
+	if ec != nil {
+		err := answered(ec, ec.Val() != nil, perr)
+		switch ec.Val().(type) {
+		case int64, []any: // by key, or by component
+			// Answered: a failure later in the pipeline may have stamped its
+			// error on every command, this one included.
+			err = nil
+		}
+		if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
+			// The script cache was emptied (a restart, SCRIPT FLUSH, a new
+			// master): nothing was written. Run loads it again.
+			ec = commitScript.Run(held.ctx, s.client, held.names, held.args...)
+			err = answered(ec, ec.Val() != nil, nil)
+		}
+		if err != nil && len(held.native) == 0 {
+			held.fail(err)
+			return
+		}
+		if err != nil {
+			// Only the calls of the script's components: the native
+			// writes have answers of their own.
+			native := inNative(held)
+			for i, c := range held.calls {
+				if !native[i] && c.err == nil {
+					c.err = err
+				}
+			}
+		} else {
+			again = s.refused(held, ec)
+		}
 	}
-	if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
-		// The script cache was emptied (a restart, SCRIPT FLUSH, a new
-		// master): nothing was written. Run loads it again.
-		ec = commitScript.Run(held.ctx, s.client, held.names, held.args...)
-		err = answered(ec, ec.Val() != nil, nil)
-	}
-	if err != nil {
-		held.fail(err)
-		return
-	}
-	if again := s.refused(held, ec); len(again) > 0 {
+	changed, redo := s.nativeAnswers(held, perr)
+	again = append(again, changed...)
+	if len(again) > 0 {
 		s.conflicts.Add(1)
+	}
+	if again = append(again, redo...); len(again) > 0 {
 		for _, c := range again {
 			c.err, c.reply = nil, nil
 		}

@@ -45,8 +45,8 @@ func TestGoDecisionConflictFallsBackToScript(t *testing.T) {
 }
 
 // beforeCommit is a client hook that runs f once, before the first
-// pipeline that carries a commit.lua write: between a batch's read and its
-// write.
+// pipeline that carries a commit.lua write or a native one (SET … IFEQ or
+// NX): between a batch's read and its write.
 type beforeCommit struct {
 	once sync.Once
 	f    func()
@@ -57,6 +57,9 @@ func (h *beforeCommit) ProcessHook(next redis.ProcessHook) redis.ProcessHook { r
 func (h *beforeCommit) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, c := range cmds {
+			if isNativeWrite(c) {
+				h.once.Do(h.f)
+			}
 			if c.Name() != "evalsha" {
 				continue
 			}

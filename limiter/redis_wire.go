@@ -237,14 +237,21 @@ func (s *Redis) runBounded(ctx context.Context, keys []string, args []any) ([]in
 	return s.run(ctx, keys, args)
 }
 
-// run runs the script once and returns its reply as integers (a single
-// integer reply becomes a one-element slice).
+// run runs the script and returns its reply as integers (a single
+// integer reply becomes a one-element slice). A run that Redis refused
+// before running it is tried again within ctx's deadline (see
+// redis_refusals.go).
 func (s *Redis) run(ctx context.Context, keys []string, args []any) ([]int64, error) {
-	v, err := freqcapScript.Run(ctx, s.client, keys, args...).Result()
-	if err != nil {
-		return nil, classify(err)
+	r := refusalRetry{s: s, ctx: ctx}
+	for {
+		v, err := freqcapScript.Run(ctx, s.client, keys, args...).Result()
+		if err == nil {
+			return scriptInts(v)
+		}
+		if !r.again(err) {
+			return nil, classify(err)
+		}
 	}
-	return scriptInts(v)
 }
 
 // scriptInts reads a script's reply as integers (a single integer reply

@@ -52,7 +52,8 @@ type RedisConfig struct {
 	// at four to five times the Redis CPU a decision (see
 	// RedisOptions.ScriptOnly and docs/performance.md). Default off; worth
 	// it where a round trip costs more than Redis's CPU (a distant Redis).
-	// A cluster always decides in the script.
+	// A cluster decides in the script, except batch sends under drop on
+	// masters with SET … IFEQ (Valkey 8.1), which it turns off too.
 	ScriptOnly bool `json:"script_only,omitempty"`
 }
 
@@ -144,12 +145,30 @@ func (c *RedisConfig) NewClient() (redis.UniversalClient, error) {
 		IsClusterMode:         c.Cluster,
 	}
 	opt.MaxRetries, opt.DialerRetries, opt.DialerRetryTimeout = failFast()
+	if c.Cluster {
+		// go-redis tries a refused command (CLUSTERDOWN, TRYAGAIN) again
+		// on the node its slot map names, up to MaxRedirects times, with
+		// back-offs of 10 ms to 1 s: three of them outlast a decision's
+		// timeout. Short ones leave the time to the store's own retries,
+		// which have the map reloaded first (limiter/redis_refusals.go).
+		opt.MinRetryBackoff, opt.MaxRetryBackoff = time.Millisecond, 4*time.Millisecond
+	}
 	if c.TLS {
 		tc, err := c.tlsConfig()
 		if err != nil {
 			return nil, err
 		}
 		opt.TLSConfig = tc
+	}
+	if c.Cluster {
+		co := opt.Cluster()
+		// The store sends only commands on the keys of one slot (scripts
+		// and their pipelines), so go-redis's routing policies add
+		// nothing; they read the command table (COMMAND) on first use,
+		// and for a least-privilege user, who may not, go-redis asks
+		// again before every command, a round trip and a log line each.
+		co.DisableRoutingPolicies = true
+		return redis.NewClusterClient(co), nil
 	}
 	return redis.NewUniversalClient(opt), nil
 }

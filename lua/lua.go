@@ -13,3 +13,9 @@ var Freqcap string
 //
 //go:embed commit.lua
 var Commit string
+
+// StartCheck is startcheck.lua: what the gateway's user may call inside a
+// script, asked once when a store starts.
+//
+//go:embed startcheck.lua
+var StartCheck string

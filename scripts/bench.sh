@@ -34,6 +34,13 @@ echo "== Redis: the same data set as batch sends of 500 (4 senders) beside singl
 taskset -c 1 "$out/redisbench" -recipients "$RECIPIENTS" -runs "$RUNS" -designs freqcap,freqcap-batch,floor-batch,freqcap-batch-script | tee "$out/redis-batch.txt"
 echo "== what each way of reading, checking and writing a key costs Redis (the floor, WATCH, commit.lua)"
 taskset -c 1 "$out/redisbench" -recipients "$RECIPIENTS" -primitives -runs "$RUNS" | tee "$out/primitives.txt"
+VALKEY81=${VALKEY81:-/work/shared/servers/valkey-8.1.1/valkey-server}
+if [ -x "$VALKEY81" ]; then
+	echo "== Valkey 8.1.1: SET … IFEQ beside the floor and commit.lua; batch and single sends written natively beside today's commit.lua, same server"
+	taskset -c 1 "$out/redisbench" -server "$VALKEY81" -recipients "$RECIPIENTS" -primitives -runs "$RUNS" | tee "$out/primitives-valkey81.txt"
+	taskset -c 1 "$out/redisbench" -server "$VALKEY81" -recipients $((RECIPIENTS / 2)) -runs "$RUNS" -designs floor-batch,freqcap-batch-nocheck,freqcap-batch,freqcap-batch-commit | tee "$out/redis-batch-valkey81.txt"
+	taskset -c 1 "$out/redisbench" -server "$VALKEY81" -recipients $((RECIPIENTS / 4)) -runs "$RUNS" -designs freqcap,freqcap-commit | tee "$out/redis-single-valkey81.txt"
+fi
 echo "== what one round trip costs Redis, by what it carries"
 taskset -c 1 "$out/redisbench" -roundtrips | tee "$out/roundtrips.txt"
 

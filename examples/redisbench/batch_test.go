@@ -31,7 +31,7 @@ func TestBatchDesignsDecideEverySend(t *testing.T) {
 	for _, tc := range []struct {
 		design   string
 		gateways int
-	}{{"freqcap-batch", 1}, {"freqcap-batch", 2}, {"freqcap-batch-script", 1}} {
+	}{{"freqcap-batch", 1}, {"freqcap-batch", 2}, {"freqcap-batch-commit", 1}, {"freqcap-batch-nocheck", 1}, {"freqcap-batch-script", 1}} {
 		r, err := measureBatches(tc.design, data, recipients, 100, 4, tc.gateways, "", srv.Addr)
 		if err != nil {
 			t.Fatalf("%s over %d gateways: %v", tc.design, tc.gateways, err)

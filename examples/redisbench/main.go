@@ -56,7 +56,7 @@ func main() {
 	sends := flag.Int("sends", 20, "sends per recipient, spread over 24 h")
 	callers := flag.Int("callers", 32, "concurrent callers")
 	runs := flag.Int("runs", 3, "runs of each design, alternated; medians are reported")
-	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap (decided in Go, a lone decision at low load in the script), freqcap-go (every batch in Go), freqcap-script (decided in freqcap.lua), freqcap-unbatched (in the script, one decision a run), freqcap-batch (batch sends of -batch entries, decided in Go), freqcap-batch-script (batch sends decided in freqcap.lua, as script_only), floor-batch (batch sends read and written back with no decision: the least a read-then-write design costs)")
+	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap (decided in Go, a lone decision at low load in the script), freqcap-go (every batch in Go), freqcap-commit (freqcap, every write by commit.lua even where the server has SET IFEQ), freqcap-script (decided in freqcap.lua), freqcap-unbatched (in the script, one decision a run), freqcap-batch (batch sends of -batch entries, decided in Go), freqcap-batch-commit (freqcap-batch written by commit.lua even where the server has SET IFEQ), freqcap-batch-nocheck (freqcap-batch with the check of its native writes stripped: the floor at the store's pace, for measuring only), freqcap-batch-script (batch sends decided in freqcap.lua, as script_only), floor-batch (batch sends read and written back with no decision: the least a read-then-write design costs)")
 	batch := flag.Int("batch", 500, "freqcap-batch: entries in a batch send (consecutive sends of the data set)")
 	batchCallers := flag.Int("batch-callers", 4, "freqcap-batch: concurrent batch senders")
 	gateways := flag.Int("gateways", 1, "freqcap-batch: stores (gateways) the batches are spread over in turn, as by a load balancer")
@@ -66,7 +66,11 @@ func main() {
 	roundTripsOnly := flag.Bool("roundtrips", false, "print what one round trip costs Redis, by what it carries, and exit")
 	primitivesOnly := flag.Bool("primitives", false, "print what each way of reading, checking and writing a batch's keys costs Redis a key (-recipients keys, -batch a batch, -runs rounds), and exit")
 	addr := flag.String("addr", "", "use this Redis (flushed before each design) instead of starting one, e.g. under valgrind --tool=callgrind")
+	flag.StringVar(&serverBin, "server", serverBin, "the server binary started for each design (default: $FREQCAP_REDIS_SERVER, else redis-server), e.g. a valkey-server")
 	flag.Parse()
+	if *addr == "" {
+		log.Printf("server: %s", serverVersion())
+	}
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -193,9 +197,12 @@ func measure(design string, data []send, recipients, callers int, core, addr str
 // recorded, as under "batch drop".
 func measureBatches(design string, data []send, recipients, size, callers, gateways int, core, addr string) (result, error) {
 	return measureWith(design, data, recipients, callers, core, addr, func(client *redis.Client) (decider, replayer, func(), error) {
+		if design == "freqcap-batch-nocheck" {
+			client.AddHook(noCheck{})
+		}
 		stores := make([]*limiter.Redis, max(gateways, 1))
 		for i := range stores {
-			stores[i] = limiter.NewRedis(client, limiter.RedisOptions{Timeout: 10 * time.Second, ScriptOnly: design == "freqcap-batch-script"})
+			stores[i] = limiter.NewRedis(client, limiter.RedisOptions{Timeout: 10 * time.Second, ScriptOnly: design == "freqcap-batch-script", NoNativeWrite: design == "freqcap-batch-commit"})
 		}
 		var turn atomic.Int64
 		rules := seedRules()
@@ -406,11 +413,13 @@ func contentHash(c int8) string { return fmt.Sprintf("%016x", uint64(c+1)*0x9E37
 
 func newDecider(design string, client *redis.Client, inFlight int) (decider, func(), error) {
 	switch design {
-	case "freqcap", "freqcap-go", "freqcap-script", "freqcap-unbatched":
+	case "freqcap", "freqcap-go", "freqcap-commit", "freqcap-script", "freqcap-unbatched":
 		opts := limiter.RedisOptions{Timeout: 10 * time.Second, InFlight: inFlight}
 		switch design {
 		case "freqcap-go":
 			opts.GoBatchMin = 1
+		case "freqcap-commit":
+			opts.NoNativeWrite = true
 		case "freqcap-script":
 			opts.ScriptOnly = true
 		case "freqcap-unbatched":
@@ -440,6 +449,9 @@ func newDecider(design string, client *redis.Client, inFlight int) (decider, fun
 // to the script for a key changed between their read and their write.
 func closeStore(design string, store *limiter.Redis) {
 	store.Close()
+	for _, p := range store.WritePaths() {
+		log.Printf("%s: writes from Go on %s: %s (%s)", design, p.Node, p.Path, p.Reason)
+	}
 	if n := store.Conflicts(); n > 0 {
 		log.Printf("%s: %d batches found a key changed at their write and went to the script", design, n)
 	}
@@ -465,9 +477,9 @@ func startRedis(core string) (*redisServer, error) {
 	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir}
 	var cmd *exec.Cmd
 	if core != "" {
-		cmd = exec.Command("taskset", append([]string{"-c", core, "redis-server"}, args...)...)
+		cmd = exec.Command("taskset", append([]string{"-c", core, serverBin}, args...)...)
 	} else {
-		cmd = exec.Command("redis-server", args...)
+		cmd = exec.Command(serverBin, args...)
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, err

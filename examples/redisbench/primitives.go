@@ -129,6 +129,13 @@ func measurePrimitives(core, addr string, keys, size, runs int) error {
 		}
 	}
 	ps := primitives()
+	if ok, err := hasIFEQ(ctx, c); err != nil {
+		return err
+	} else if ok {
+		ps = append(ps, ifeqPrimitive())
+	} else {
+		fmt.Println("(the server has no SET … IFEQ: its native compare-and-set is not measured)")
+	}
 	costs := make([][]float64, len(ps))
 	for range runs {
 		for i, p := range ps {
@@ -150,7 +157,7 @@ func measurePrimitives(core, addr string, keys, size, runs int) error {
 			costs[i] = append(costs[i], (cpu1-cpu0)*1e6/float64(keys))
 		}
 	}
-	fmt.Printf("\n| %d keys of %d bytes, %d a batch: what Redis spends a key on | Redis CPU µs a key (median of %d; runs) |\n|---|---|\n", keys, floorValueBytes, size, runs)
+	fmt.Printf("\n| %s: %d keys of %d bytes, %d a batch: what Redis spends a key on | Redis CPU µs a key (median of %d; runs) |\n|---|---|\n", serverVersion(), keys, floorValueBytes, size, runs)
 	for i, p := range ps {
 		runsText := make([]string, len(costs[i]))
 		for j, v := range costs[i] {

@@ -50,14 +50,24 @@ const clusterNodeTimeout = 5000
 // seconds. Every node stops when the test ends.
 func StartCluster(tb testing.TB, masters, replicasPerMaster int) *Cluster {
 	tb.Helper()
-	path := need(tb)
+	return StartClusterOf(tb, masters, replicasPerMaster, need(tb))
+}
+
+// StartClusterOf is StartCluster with node i running servers[i %
+// len(servers)] (binary paths): a cluster of mixed builds, as during a
+// rolling upgrade. The masters are nodes 0 to masters-1.
+func StartClusterOf(tb testing.TB, masters, replicasPerMaster int, servers ...string) *Cluster {
+	tb.Helper()
+	if len(servers) == 0 {
+		tb.Fatalf("StartClusterOf: no server binary")
+	}
 	if masters < 1 || replicasPerMaster < 0 {
 		tb.Fatalf("StartCluster(%d, %d): need at least one master", masters, replicasPerMaster)
 	}
 	c := &Cluster{}
 	total := masters * (1 + replicasPerMaster)
 	for i := 0; i < total; i++ {
-		c.Nodes = append(c.Nodes, startClusterNode(tb, path))
+		c.Nodes = append(c.Nodes, startClusterNode(tb, servers[i%len(servers)]))
 	}
 	ctx := context.Background()
 	for _, n := range c.Nodes {
