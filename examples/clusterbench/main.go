@@ -13,6 +13,10 @@
 //	batch-all       batch sends of -batch entries under BatchAll (batch
 //	                reject), the entries spread over every master: one
 //	                pipeline of script runs per master
+//	standalone      the seed config on one standalone redis-server on the
+//	                same core, as the store decides there (in Go, batched):
+//	                the reference the cluster's figures are compared with,
+//	                in the same run
 //
 // The data set is redisbench's: -recipients recipients with 20 sends each
 // spread over 24 h and 5 contents each, decided in time order (each
@@ -57,17 +61,22 @@ func main() {
 	callers := flag.Int("callers", 32, "concurrent callers")
 	runs := flag.Int("runs", 3, "runs of each design, alternated; medians are reported")
 	batch := flag.Int("batch", 50, "batch-all: entries in a batch send")
-	designs := flag.String("designs", "seed,seed+campaign,batch-all", "designs, comma-separated: seed, seed+campaign, batch-all")
+	designs := flag.String("designs", "standalone,seed,seed+campaign,batch-all", "designs, comma-separated: standalone, seed, seed+campaign, batch-all")
 	core := flag.String("redis-core", "0", "CPU list to pin the masters to (taskset -c); empty: no pinning")
 	server := flag.String("server", envOr("FREQCAP_REDIS_SERVER", "redis-server"), "the server binary")
 	flag.Parse()
 
-	c, err := startCluster(*server, *masters, *core)
+	c, err := startCluster(*server, *masters, *core, true)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.stop()
 	log.Printf("cluster of %d masters (%s) on core %q", *masters, c.version, *core)
+	standalone, err := startCluster(*server, 1, *core, false)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer standalone.stop()
 	data := makeData(*recipients, 20, 5)
 	log.Printf("data set: %d recipients × 20 sends over 24 h, 5 contents each: %d decisions", *recipients, len(data))
 
@@ -75,10 +84,14 @@ func main() {
 	names := strings.Split(*designs, ",")
 	for run := 0; run < *runs; run++ {
 		for _, name := range names {
-			if err := c.flush(); err != nil {
+			target := c
+			if name == "standalone" {
+				target = standalone
+			}
+			if err := target.flush(); err != nil {
 				log.Fatal(err)
 			}
-			r, err := c.measure(name, data, *callers, *batch)
+			r, err := target.measure(name, data, *callers, *batch)
 			if err != nil {
 				log.Fatalf("%s: %v", name, err)
 			}
@@ -87,13 +100,23 @@ func main() {
 			results[name] = append(results[name], r)
 		}
 	}
-	fmt.Printf("\n| design | decisions/s (measured) | Redis CPU µs a decision | decisions/s a master on its own core | busiest master's share | p50 / p99 |\n|---|---|---|---|---|---|\n")
+	fmt.Printf("\n| design | decisions/s (measured) | Redis CPU µs a decision | × standalone's | decisions/s a master on its own core | busiest master's share | p50 / p99 |\n|---|---|---|---|---|---|---|\n")
+	// The ratio to standalone is taken run by run (the runs alternate),
+	// then its median: the machine's speed drifts between runs.
 	for _, name := range names {
 		rs := results[name]
 		rate := median(rs, func(r result) float64 { return r.rate })
 		cpu := median(rs, func(r result) float64 { return r.cpuMicros })
 		busiest := median(rs, func(r result) float64 { return maxShare(r.perMaster) })
-		fmt.Printf("| %s | %.0f | %.1f | %.0f | %.0f %% | %s / %s |\n", name, rate, cpu, 1e6/cpu, 100*busiest, rs[len(rs)/2].p50, rs[len(rs)/2].p99)
+		ratio := "–"
+		if ref := results["standalone"]; len(ref) == len(rs) {
+			ratios := make([]result, len(rs))
+			for i := range rs {
+				ratios[i].cpuMicros = rs[i].cpuMicros / ref[i].cpuMicros
+			}
+			ratio = fmt.Sprintf("%.1f", median(ratios, func(r result) float64 { return r.cpuMicros }))
+		}
+		fmt.Printf("| %s | %.0f | %.1f | %s | %.0f | %.0f %% | %s / %s |\n", name, rate, cpu, ratio, 1e6/cpu, 100*busiest, rs[len(rs)/2].p50, rs[len(rs)/2].p99)
 	}
 }
 
@@ -153,7 +176,7 @@ type result struct {
 
 // measure replays data through a store on the cluster as design name.
 func (c *cluster) measure(name string, data []send, callers, batch int) (result, error) {
-	cfg := limiter.RedisConfig{Addresses: c.addrs, Cluster: true, Timeout: 2 * time.Second}
+	cfg := limiter.RedisConfig{Addresses: c.addrs, Cluster: c.cluster, Timeout: 2 * time.Second}
 	client, err := cfg.NewClient()
 	if err != nil {
 		return result{}, err
@@ -187,7 +210,7 @@ func (c *cluster) measure(name string, data []send, callers, batch int) (result,
 				t0 := time.Now()
 				var err error
 				switch name {
-				case "seed", "seed+campaign":
+				case "seed", "seed+campaign", "standalone":
 					r := request(data[i], name == "seed+campaign")
 					_, err = s.Decide(ctx, &r)
 				case "batch-all":
@@ -238,16 +261,18 @@ func (c *cluster) measure(name string, data []send, callers, batch int) (result,
 	return r, nil
 }
 
-// cluster is the masters this program started.
+// cluster is the masters this program started (or one standalone
+// server, when cluster is false).
 type cluster struct {
+	cluster bool
 	addrs   []string
 	procs   []*exec.Cmd
 	admins  []*redis.Client
 	version string
 }
 
-func startCluster(server string, masters int, core string) (*cluster, error) {
-	c := &cluster{}
+func startCluster(server string, masters int, core string, clustered bool) (*cluster, error) {
+	c := &cluster{cluster: clustered}
 	for i := 0; i < masters; i++ {
 		port, err := freePort()
 		if err != nil {
@@ -258,8 +283,10 @@ func startCluster(server string, masters int, core string) (*cluster, error) {
 			return nil, err
 		}
 		args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--dir", dir,
-			"--cluster-node-timeout", "5000", "--protected-mode", "no", "--logfile", filepath.Join(dir, "redis.log")}
+			"--dir", dir, "--protected-mode", "no", "--logfile", filepath.Join(dir, "redis.log")}
+		if clustered {
+			args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--cluster-node-timeout", "5000")
+		}
 		cmd := exec.Command(server, args...)
 		if core != "" {
 			cmd = exec.Command("taskset", append([]string{"-c", core, server}, args...)...)
@@ -278,6 +305,9 @@ func startCluster(server string, masters int, core string) (*cluster, error) {
 			c.stop()
 			return nil, err
 		}
+	}
+	if !clustered {
+		return c, nil
 	}
 	// The slots evenly, each master with a config epoch of its own, then
 	// every node meets every other.
