@@ -130,7 +130,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{metrics.decisions, metrics.storeDuration, metrics.storeErrors, storeReasonsVec(), metrics.refunds, metrics.resets, metrics.missing, metrics.byStore, metrics.batchEntries, metrics.batchDropped, metrics.spliceFailures} {
+	for _, c := range []prometheus.Collector{metrics.decisions, metrics.storeDuration, metrics.storeErrors, storeReasonsVec(), metrics.refunds, metrics.resets, metrics.missing, metrics.byStore, metrics.batchEntries, metrics.batchDropped, metrics.spliceFailures, writePaths} {
 		if err := reg.Register(c); err != nil {
 			var dup prometheus.AlreadyRegisteredError
 			if !errors.As(err, &dup) {

@@ -10,6 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freqcap/caddy-freqcap/internal/redistest"
 )
 
 // samples are the frequency cap series scraped from /metrics, by
@@ -223,4 +228,55 @@ func TestMetrics(t *testing.T) {
 	if after[le] != after[storeCalls("m_live", "decide")] {
 		t.Errorf("%s = %v, want the count %v", le, after[le], after[storeCalls("m_live", "decide")])
 	}
+}
+
+// The write each Redis node takes is on /metrics as soon as the gateway
+// has asked it at start: caddy_frequency_cap_store_write_path{handler,
+// node, path} is 1 with the path the server supports (SET … IFEQ runs
+// there or not), the metric an operator upgrading to Valkey 8.1 watches.
+func TestWritePathMetric(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	want := "script"
+	if redistest.HasSetIFEQ(t, c, "wpm:probe") {
+		want = "native"
+	}
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		name       m_write_path
+		key_prefix %s
+		redis      redis://%s/0
+		dimension recipient {json.to}
+		rule r {
+			by     recipient
+			limit  5
+			window 1m
+		}
+	}
+	respond "sent"`, testPrefix(), srv.Addr))
+	expectStatus(t, g.send("/", map[string]any{"to": "alice"}), http.StatusOK)
+	key := series("caddy_frequency_cap_store_write_path", "handler", "m_write_path", "node", srv.Addr, "path", want)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, text := scrape(t)
+		if got[key] == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s = 1 on /metrics:\n%s", key, grepLines(text, "write_path"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
@@ -21,6 +22,8 @@ var stores = caddy.NewUsagePool()
 type pooledStore struct {
 	store  limiter.Store
 	client redis.UniversalClient
+	// storeUsers names the handlers that use it, for the write path metric.
+	storeUsers
 }
 
 // Destruct implements caddy.Destructor: it runs when the last handler that
@@ -57,9 +60,14 @@ func newStore(cfg *limiter.RedisConfig, prefix string) (*pooledStore, error) {
 	}
 	// The config knows whether it asked for a cluster; a client behind a
 	// wrapper would not show it.
-	s := limiter.NewRedis(client, limiter.RedisOptions{Prefix: prefix, Timeout: cfg.EffectiveTimeout(), Cluster: cfg.Cluster, ScriptOnly: cfg.ScriptOnly})
+	s := limiter.NewRedis(client, limiter.RedisOptions{Prefix: prefix, Timeout: cfg.EffectiveTimeout(), Cluster: cfg.Cluster, ScriptOnly: cfg.ScriptOnly,
+		OnWritePath: writePathChanges(moduleLogger)})
 	return &pooledStore{store: s, client: client}, nil
 }
+
+// moduleLogger is Caddy's logger under the module's name, for what a
+// pooled store logs: it outlives the handler that made it.
+func moduleLogger() *zap.Logger { return caddy.Log().Named("http.handlers.frequency_cap") }
 
 // acquireStore loads or creates the handler's store and remembers its key
 // for Cleanup.
@@ -76,6 +84,7 @@ func (h *Handler) acquireStore(cfg *limiter.RedisConfig) error {
 	}
 	h.storeKey = key
 	h.store = v.(*pooledStore).store
+	v.(*pooledStore).add(h.Name)
 	if cfg == nil || h.OnError != OnErrorLocal {
 		return nil
 	}
@@ -101,10 +110,27 @@ func (h *Handler) releaseStore() error {
 	}
 	key, local := h.storeKey, h.localKey
 	h.storeKey, h.localKey, h.store = "", "", nil
+	if p := pooled(key); p != nil {
+		p.remove(h.Name)
+	}
 	_, err := stores.Delete(key)
 	if local != "" {
 		_, lerr := stores.Delete(local)
 		err = errors.Join(err, lerr)
 	}
 	return err
+}
+
+// pooled returns the pooled store of key without taking a reference, or
+// nil.
+func pooled(key string) *pooledStore {
+	var p *pooledStore
+	stores.Range(func(k, v any) bool {
+		if k == key {
+			p = v.(*pooledStore)
+			return false
+		}
+		return true
+	})
+	return p
 }

@@ -21,7 +21,7 @@ import (
 // policy that may delete counts, or that the policy could not be read.
 // Without it the first sign of a wrong address was a warning at the first
 // request, and with on_error local a gateway quietly ran on a share of
-// every limit.
+// every limit. Last it logs which write each node takes (write_paths.go).
 
 // startCheckTimeout bounds the start check: enough to dial every node of
 // a cluster once with the default timeouts, short enough that a reload
@@ -82,20 +82,22 @@ func (h *Handler) logStoreAtStart(ctx caddy.Context, cfg *limiter.RedisConfig) {
 	go func() {
 		cctx, cancel := context.WithTimeout(ctx, startCheckTimeout)
 		defer cancel()
-		logStartCheck(logger, s.CheckStart(cctx), fields)
+		check := s.CheckStart(cctx)
+		if ctx.Err() != nil {
+			return // unloaded meanwhile: what was cut short is no news
+		}
+		logStartCheck(logger, check, fields)
+		logWritePaths(cctx, logger, s, cfg.Cluster, fields)
 	}()
 }
 
 // redisStore is the handler's Redis store, or nil for the memory store.
 func (h *Handler) redisStore() *limiter.Redis {
-	var s *limiter.Redis
-	stores.Range(func(key, value any) bool {
-		if key == h.storeKey {
-			s, _ = value.(*pooledStore).store.(*limiter.Redis)
-			return false
-		}
-		return true
-	})
+	p := pooled(h.storeKey)
+	if p == nil {
+		return nil
+	}
+	s, _ := p.store.(*limiter.Redis)
 	return s
 }
 

@@ -244,6 +244,14 @@ func TestLeastPrivilegeUser(t *testing.T) {
 				t.Errorf("start check on %s: refused %v", n.Node, n.Refused)
 			}
 		}
+		if !cfg.Cluster && cfg.SentinelMaster == "" && !scriptOnly {
+			// COMMAND DOCS is granted: the user finds SET IFEQ where the
+			// server has it, and writes natively there.
+			want := expectedPath(t, admins[0], prefix+"probe", true)
+			if paths, err := s.DetectWritePaths(ctx); err != nil || len(paths) != 1 || paths[0].Path != want {
+				t.Errorf("write paths %v, %v; want one node on %s", paths, err, want)
+			}
+		}
 		seedRound(t, s, "alice")
 		for _, a := range admins {
 			if err := a.ScriptFlush(ctx).Err(); err != nil && !strings.Contains(err.Error(), "READONLY") {

@@ -187,7 +187,7 @@ func TestRedisConfigTLS(t *testing.T) {
 // user: GET, SET, DEL, TIME. Keys are limited to the prefix. HELLO
 // and AUTH run before the user is authenticated and need no rule; go-redis
 // ignores a refused CLIENT SETINFO.
-var aclRules = []string{"on", ">secret", "~freqcap:*", "-@all", "+evalsha", "+eval", "+get", "+set", "+del", "+time", "+mget"}
+var aclRules = []string{"on", ">secret", "~freqcap:*", "-@all", "+evalsha", "+eval", "+get", "+set", "+del", "+time", "+mget", "+command|docs"}
 
 // An ACL user restricted to the key prefix and the commands above: every
 // store operation works with it (also after SCRIPT FLUSH, through EVAL),
