@@ -42,6 +42,20 @@ func init() {
 // When a handler has a dimension named zone, the parameter is that
 // dimension's value instead.
 //
+//	GET    /frequency_cap/<name>/records?<dimension>=<value>
+//	DELETE /frequency_cap/<name>/records?<dimension>=<value>
+//
+// records lists everything the store holds under one value of a dimension
+// that keys records (a rule's first dimension): every rule keyed by it,
+// once for each log held (the recipient's own counts; one a content,
+// channel or campaign she was sent, with "values" naming it), with the
+// fields of a usage rule. "elsewhere" names the rules over the dimension
+// that another dimension keys ({"rule", "by", "keyed_by"}): a usage query
+// with all their dimensions reads those. DELETE forgets every log listed
+// and answers {"name", "dimension", "value", "reset": [{"rules",
+// "values"}], "elsewhere"}. It takes one dimension, and zone as usage
+// does.
+//
 // Errors are JSON {"error": reason, ...}: 404 for an unknown name or path,
 // 400 for an unknown dimension, an empty or repeated value, an unknown
 // zone, or a query that completes no rule; 405 for another method; 503
@@ -70,10 +84,13 @@ func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 			CapSets []capSetEntry `json:"capsets"`
 		}{capSetEntries(func(string) bool { return true })})
 	}
-	if name == "" || rest != "usage" {
-		return (&failure{status: http.StatusNotFound, reason: "not found: use " + adminPrefix + "<name>/usage?<dimension>=<value>"}).write(w)
+	switch {
+	case name != "" && rest == "usage":
+		return serveUsage(w, r, name, "admin API")
+	case name != "" && rest == "records":
+		return serveRecords(w, r, name, "admin API")
 	}
-	return serveUsage(w, r, name, "admin API")
+	return (&failure{status: http.StatusNotFound, reason: "not found: use " + adminPrefix + "<name>/usage?<dimension>=<value> or " + adminPrefix + "<name>/records?<dimension>=<value>"}).write(w)
 }
 
 // Interface guards.

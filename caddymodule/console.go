@@ -39,6 +39,8 @@ func init() {
 //	GET    .../api/capsets                          the cap sets (below)
 //	GET    .../api/capsets/<name>/usage?<dim>=<v>   as the admin API's GET
 //	DELETE .../api/capsets/<name>/usage?<dim>=<v>   as the admin API's DELETE
+//	GET    .../api/capsets/<name>/records?<dim>=<v> everything held under one value
+//	DELETE .../api/capsets/<name>/records?<dim>=<v> forget all of it
 //	GET    anything else                            the page
 //
 // The usage endpoints answer exactly as AdminAPI does (same bodies, same
@@ -134,7 +136,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return (&failure{status: http.StatusMethodNotAllowed, reason: "method " + r.Method + " not allowed: use GET"}).write(w)
 		}
 		return writeJSON(w, http.StatusOK, "application/json", c.list())
-	case endpointUsage:
+	case endpointUsage, endpointRecords:
 		if !c.shows(name) {
 			return unknownCapSet(w, name)
 		}
@@ -150,9 +152,12 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		if user != "" {
 			who = []zap.Field{zap.String("user", user)}
 		}
+		if endpoint == endpointRecords {
+			return serveRecords(w, r, name, "console", who...)
+		}
 		return serveUsage(w, r, name, "console", who...)
 	case endpointUnknown:
-		return (&failure{status: http.StatusNotFound, reason: "not found: use api/capsets or api/capsets/<name>/usage?<dimension>=<value>"}).write(w)
+		return (&failure{status: http.StatusNotFound, reason: "not found: use api/capsets, api/capsets/<name>/usage?<dimension>=<value> or api/capsets/<name>/records?<dimension>=<value>"}).write(w)
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
@@ -180,6 +185,7 @@ const (
 	endpointPage consoleEndpoint = iota
 	endpointCapSets
 	endpointUsage
+	endpointRecords
 	endpointUnknown // under api/, but nothing there
 )
 
@@ -196,6 +202,8 @@ func consoleRoute(path string) (consoleEndpoint, string) {
 		return endpointCapSets, ""
 	case n >= 4 && segs[n-4] == "api" && segs[n-3] == "capsets" && segs[n-1] == "usage" && segs[n-2] != "":
 		return endpointUsage, segs[n-2]
+	case n >= 4 && segs[n-4] == "api" && segs[n-3] == "capsets" && segs[n-1] == "records" && segs[n-2] != "":
+		return endpointRecords, segs[n-2]
 	}
 	for _, s := range segs {
 		if s == "api" {

@@ -136,8 +136,10 @@ func (b *browser) expectQuiet(t *testing.T) {
 
 // TestConsoleBrowser proves the console in a real headless Chromium, as
 // support staff use it: a recipient capped at 2 a minute shows a full bar
-// (2 of 2); Reset asks for confirmation on the page, then empties it; the
-// recipient's next send is admitted. A recipient whose name is markup is
+// (2 of 2), with every log held about her (one a content, naming it);
+// Reset asks for confirmation on the page, then forgets all of it; the
+// recipient's next send is admitted; with a content given too, the page
+// shows the usage of the rules those complete. A recipient whose name is markup is
 // shown as text: no element of it reaches the DOM and no dialog opens.
 func TestConsoleBrowser(t *testing.T) {
 	b := startBrowser(t)
@@ -173,13 +175,20 @@ func TestConsoleBrowser(t *testing.T) {
 	if used != "2 of 2 used" || !strings.HasPrefix(frees, "frees up in ") || fill != "100%" {
 		t.Errorf("capped recipient: %q, %q, bar width %q; want 2 of 2 used, frees up in, 100%%", used, frees, fill)
 	}
+	// The recipient alone is looked up whole: every log held about her,
+	// the content rule's once a content, saying which.
+	heading := read(t, b, "the heading", chromedp.Text(push+`.for`))
+	content := read(t, b, "the content log", chromedp.Text(push+`.rule[data-rule="same_content"] .log-values`))
+	if heading != "Everything held about recipient = "+x || content != "content = hi" {
+		t.Errorf("the look-up reads %q, the content rule's log %q", heading, content)
+	}
 
 	b.do(t, "asking to reset "+x,
 		chromedp.Click(push+`button.reset`),
 		chromedp.WaitVisible(push+`button.confirm-yes`),
 	)
 	confirmText := read(t, b, "the confirmation", chromedp.Text(push+`.confirm-text`))
-	if !strings.Contains(confirmText, "per_minute") || !strings.Contains(confirmText, "recipient = "+x) {
+	if !strings.Contains(confirmText, "Forget everything held about recipient = "+x) || !strings.Contains(confirmText, "per_minute, same_content") {
 		t.Errorf("the confirmation reads %q", confirmText)
 	}
 	b.do(t, "confirming the reset",
@@ -189,10 +198,24 @@ func TestConsoleBrowser(t *testing.T) {
 	used = read(t, b, "used", chromedp.Text(perMinute("0")+` .used`))
 	fill = read(t, b, "the bar", chromedp.Evaluate[string](`document.querySelector('`+perMinute("0")+` .fill').style.width`))
 	status := read(t, b, "the status", chromedp.Text(push+`.status.done`))
-	if used != "0 of 2 used" || fill != "0%" || status != "Reset per_minute." {
+	if used != "0 of 2 used" || fill != "0%" || status != "Reset 2 logs." {
 		t.Errorf("after the reset: %q, bar width %q, status %q", used, fill, status)
 	}
+	if n := read(t, b, "content logs", chromedp.Evaluate[int](`document.querySelectorAll('`+push+`.rule[data-rule="same_content"]').length`)); n != 0 {
+		t.Errorf("after the reset %d content logs remain", n)
+	}
 	expectStatus(t, g.send("/push", map[string]any{"to": x, "content": "hi"}), http.StatusOK)
+
+	// With every dimension of a rule given, the usage of those rules.
+	b.do(t, "looking up "+x+" and a content",
+		chromedp.SendKeys(push+`input[name="content"]`, "hi"),
+		chromedp.Click(push+`button[type="submit"]`),
+		chromedp.WaitVisible(push+`.rule[data-rule="same_content"][data-used="1"]`),
+	)
+	if heading := read(t, b, "the heading", chromedp.Text(push+`.for`)); heading != "Usage for recipient = "+x+", content = hi" {
+		t.Errorf("the usage heading reads %q", heading)
+	}
+	read(t, b, "clearing the content", chromedp.Evaluate[string](`document.querySelector('`+push+`input[name="content"]').value = ""`))
 
 	const evil = `<script>alert(1)</script><img src=x onerror=alert(2)>`
 	expectStatus(t, g.send("/push", map[string]any{"to": evil, "content": "hi"}), http.StatusOK)
@@ -201,9 +224,9 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.Click(push+`button[type="submit"]`),
 		chromedp.WaitVisible(perMinute("1")),
 	)
-	heading := read(t, b, "the heading", chromedp.Text(push+`.for`))
+	heading = read(t, b, "the heading", chromedp.Text(push+`.for`))
 	injected := read(t, b, "injected elements", chromedp.Evaluate[int](`document.querySelectorAll("main script, main img").length`))
-	if heading != "Usage for recipient = "+evil {
+	if heading != "Everything held about recipient = "+evil {
 		t.Errorf("the heading reads %q, want the name as text", heading)
 	}
 	if injected != 0 {

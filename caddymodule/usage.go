@@ -72,13 +72,18 @@ type sendMark struct {
 // field it does not know under the rule, so a field added here reaches
 // support staff without a change to the page.
 type ruleUsage struct {
-	Rule       string   `json:"rule"`
-	By         []string `json:"by"`
-	Limit      int64    `json:"limit"`
-	Window     string   `json:"window"`
-	Used       int64    `json:"used"`
-	Remaining  int64    `json:"remaining"`
-	ResetAfter int64    `json:"reset_after"`
+	Rule string   `json:"rule"`
+	By   []string `json:"by"`
+	// Values are the values of the rule's dimensions after the first, in
+	// a listing of everything held under one value (records), where one
+	// rule appears once a log: a value longer than 64 bytes is shown as
+	// the store keeps it, "#" and the hex of its hash.
+	Values     map[string]string `json:"values,omitempty"`
+	Limit      int64             `json:"limit"`
+	Window     string            `json:"window"`
+	Used       int64             `json:"used"`
+	Remaining  int64             `json:"remaining"`
+	ResetAfter int64             `json:"reset_after"`
 	// Quiet and QuietUntil are a quiet rule's only: whether its range
 	// holds now, and the seconds until that range ends (0 when not quiet).
 	Quiet      *bool  `json:"quiet,omitempty"`
@@ -127,75 +132,119 @@ func storeUnavailable(w http.ResponseWriter, err error) error {
 }
 
 // usage reads the selected rules' usage from the store, recording nothing.
-// A quiet rule records nothing, so it is answered from the clock alone:
-// whether its range holds now, and the seconds until it ends.
 func (q *usageQuery) usage(ctx context.Context) (*usageAnswer, error) {
-	req := q.request()
-	d := &limiter.Decision{}
-	if len(req.Checks) > 0 {
+	entries := make([]usageEntry, len(q.rules))
+	for i, cr := range q.rules {
+		entries[i] = usageEntry{cr: cr, check: q.check(cr)}
+	}
+	now, rules, err := q.cs.usageOf(ctx, entries)
+	if err != nil {
+		return nil, err
+	}
+	return &usageAnswer{Name: q.cs.name, Now: rfc3339ms(now), Rules: rules}, nil
+}
+
+// usageEntry is one rule to answer for, with the check that reads it.
+type usageEntry struct {
+	cr    *compiledRule
+	check limiter.Check
+	// values, when set, are the log's other values, shown with the rule
+	// (a listing of everything held under one value).
+	values map[string]string
+}
+
+// checksPerCall bounds the checks of one store call of a listing: a
+// request reads at most 255 logs (limiter's maxSections).
+const checksPerCall = 200
+
+// usageOf answers for each entry, in order, at one instant: the store's
+// clock at the first call. A counting rule's usage and sends come from the
+// store, recording nothing; a quiet rule records nothing, so it is
+// answered from the clock alone: whether its range holds now, and the
+// seconds until it ends.
+func (cs *capSet) usageOf(ctx context.Context, entries []usageEntry) (time.Time, []ruleUsage, error) {
+	var counting []int // indices into entries
+	for i := range entries {
+		if entries[i].cr.rule.Quiet == nil {
+			counting = append(counting, i)
+		}
+	}
+	results := make([]limiter.Result, len(entries))
+	sends := make([]*limiter.Sends, len(entries))
+	var now time.Time
+	for from := 0; from < len(counting); from += checksPerCall {
+		part := counting[from:min(from+checksPerCall, len(counting))]
+		req := &limiter.Request{Checks: make([]limiter.Check, len(part)), Now: now}
+		for j, i := range part {
+			req.Checks[j] = entries[i].check
+		}
 		start := time.Now()
-		var err error
-		d, err = q.cs.store.Usage(ctx, req)
-		newStoreOp(q.cs.name, opUsage).observe(start, err)
+		d, err := cs.store.Usage(ctx, req)
+		newStoreOp(cs.name, opUsage).observe(start, err)
 		if err != nil {
-			return nil, err
+			return time.Time{}, nil, err
+		}
+		if now.IsZero() {
+			now = d.Now
+		}
+		for j, i := range part {
+			results[i] = d.Results[j]
+		}
+		if hist, ok := cs.store.(limiter.Historian); ok {
+			// The same instant as the usage, so that the marks are what
+			// it counted.
+			req.Now = d.Now
+			h, err := hist.History(ctx, req)
+			if err != nil {
+				return time.Time{}, nil, err
+			}
+			for j, i := range part {
+				sends[i] = &h[j]
+			}
 		}
 	}
-	var sends []limiter.Sends
-	if hist, ok := q.cs.store.(limiter.Historian); ok && len(req.Checks) > 0 {
-		// The same instant as the usage, so that the marks are what it
-		// counted.
-		req.Now = d.Now
-		var err error
-		if sends, err = hist.History(ctx, req); err != nil {
-			return nil, err
-		}
+	if now.IsZero() {
+		now = time.Now()
 	}
-	now := time.Now()
-	if !d.Now.IsZero() {
-		now = d.Now
-	}
-	out := &usageAnswer{Name: q.cs.name, Now: rfc3339ms(now), Rules: make([]ruleUsage, 0, len(q.rules))}
-	i := 0 // the next of d.Results: the store answers the rules that are not quiet
-	for _, cr := range q.rules {
-		if qr := cr.rule.Quiet; qr != nil {
-			c := q.check(cr)
-			until, quiet := qr.Until(now, c.Zone)
+	out := make([]ruleUsage, 0, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		if qr := e.cr.rule.Quiet; qr != nil {
+			until, quiet := qr.Until(now, e.check.Zone)
 			secs := ceilSeconds(until)
-			out.Rules = append(out.Rules, ruleUsage{
-				Rule:       cr.rule.Name,
-				By:         nonNil(cr.rule.By),
-				Window:     windowOf(&c),
+			out = append(out, ruleUsage{
+				Rule:       e.cr.rule.Name,
+				By:         nonNil(e.cr.rule.By),
+				Window:     windowOf(&e.check),
 				ResetAfter: secs,
 				Quiet:      &quiet,
 				QuietUntil: &secs,
-				DryRun:     cr.shadow,
+				DryRun:     e.cr.shadow,
 			})
 			continue
 		}
-		res := d.Results[i]
+		res := results[i]
 		ru := ruleUsage{
 			Rule:       res.Rule.Name,
 			By:         res.Rule.By,
+			Values:     e.values,
 			Limit:      res.Limit,
-			Window:     windowOf(&req.Checks[i]),
+			Window:     windowOf(&e.check),
 			Used:       res.Used,
 			Remaining:  res.Remaining,
 			ResetAfter: ceilSeconds(res.Reset),
-			DryRun:     cr.shadow,
+			DryRun:     e.cr.shadow,
 		}
-		if sends != nil {
-			h := sends[i]
+		if h := sends[i]; h != nil {
 			ru.From, ru.Precision = rfc3339ms(h.From), precisionOf(h.Grain)
 			ru.Sends = make([]sendMark, len(h.Times))
 			for j, at := range h.Times {
 				ru.Sends[j] = sendMark{At: rfc3339ms(at), Units: h.Units[j]}
 			}
 		}
-		out.Rules = append(out.Rules, ru)
-		i++
+		out = append(out, ru)
 	}
-	return out, nil
+	return now, out, nil
 }
 
 // reset forgets the selected rules' records (and those of any rule that
@@ -257,49 +306,12 @@ func nonNil(by []string) []string {
 }
 
 // query parses the query string of an admin request; a failure is the
-// answer to give. A '+' is a plus sign, not a space: it starts every phone
-// number in E.164 (recipient=+15550100), which support staff type as they
-// see it; a space is %20. (Only HTML forms write a space as '+', and
-// neither the console nor a person typing a URL does.)
+// answer to give.
 func (cs *capSet) query(raw string) (*usageQuery, *failure) {
-	params, err := url.ParseQuery(strings.ReplaceAll(raw, "+", "%2B"))
-	if err != nil {
-		return nil, &failure{status: http.StatusBadRequest, reason: "malformed query: " + err.Error()}
+	q, zoneGiven, fail := cs.params(raw)
+	if fail != nil {
+		return nil, fail
 	}
-	keys := make([]string, 0, len(params))
-	for k := range params {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-
-	q := &usageQuery{cs: cs, values: make(map[string]string, len(params))}
-	zoneGiven := false
-	for _, k := range keys {
-		vs := params[k]
-		_, isDim := cs.dimensions[k]
-		switch {
-		case !isDim && k != zoneParam:
-			return nil, &failure{status: http.StatusBadRequest, dimension: k,
-				reason: fmt.Sprintf("unknown dimension %q (%s has %s)", k, cs.name, strings.Join(cs.dimensionNames(), ", "))}
-		case len(vs) != 1 && isDim:
-			return nil, &failure{status: http.StatusBadRequest, dimension: k, reason: fmt.Sprintf("%s given %d times", k, len(vs))}
-		case len(vs) != 1:
-			return nil, &failure{status: http.StatusBadRequest, reason: fmt.Sprintf("zone given %d times", len(vs))}
-		case vs[0] == "" && isDim:
-			return nil, &failure{status: http.StatusBadRequest, dimension: k, reason: "missing value for dimension " + k}
-		case vs[0] == "":
-			return nil, &failure{status: http.StatusBadRequest, reason: "missing value for zone"}
-		case isDim:
-			q.values[k] = vs[0]
-		default:
-			z, err := loadZone(vs[0])
-			if err != nil {
-				return nil, &failure{status: http.StatusBadRequest, reason: "zone: " + err.Error()}
-			}
-			q.zone, zoneGiven = z, true
-		}
-	}
-
 	zoned := false
 rules:
 	for i := range cs.rules {
@@ -364,4 +376,49 @@ func (cs *capSet) ruleDimensions() string {
 		parts[i] = fmt.Sprintf("%s (%s)", cr.rule.Name, strings.Join(cr.rule.By, ", "))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// params reads the dimension values and the zone of an admin query. A '+'
+// is a plus sign, not a space: it starts every phone number in E.164
+// (recipient=+15550100), which support staff type as they see it; a space
+// is %20. (Only HTML forms write a space as '+', and neither the console
+// nor a person typing a URL does.)
+func (cs *capSet) params(raw string) (q *usageQuery, zoneGiven bool, fail *failure) {
+	params, err := url.ParseQuery(strings.ReplaceAll(raw, "+", "%2B"))
+	if err != nil {
+		return nil, false, &failure{status: http.StatusBadRequest, reason: "malformed query: " + err.Error()}
+	}
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+
+	q = &usageQuery{cs: cs, values: make(map[string]string, len(params))}
+	for _, k := range keys {
+		vs := params[k]
+		_, isDim := cs.dimensions[k]
+		switch {
+		case !isDim && k != zoneParam:
+			return nil, false, &failure{status: http.StatusBadRequest, dimension: k,
+				reason: fmt.Sprintf("unknown dimension %q (%s has %s)", k, cs.name, strings.Join(cs.dimensionNames(), ", "))}
+		case len(vs) != 1 && isDim:
+			return nil, false, &failure{status: http.StatusBadRequest, dimension: k, reason: fmt.Sprintf("%s given %d times", k, len(vs))}
+		case len(vs) != 1:
+			return nil, false, &failure{status: http.StatusBadRequest, reason: fmt.Sprintf("zone given %d times", len(vs))}
+		case vs[0] == "" && isDim:
+			return nil, false, &failure{status: http.StatusBadRequest, dimension: k, reason: "missing value for dimension " + k}
+		case vs[0] == "":
+			return nil, false, &failure{status: http.StatusBadRequest, reason: "missing value for zone"}
+		case isDim:
+			q.values[k] = vs[0]
+		default:
+			z, err := loadZone(vs[0])
+			if err != nil {
+				return nil, false, &failure{status: http.StatusBadRequest, reason: "zone: " + err.Error()}
+			}
+			q.zone, zoneGiven = z, true
+		}
+	}
+	return q, zoneGiven, nil
 }

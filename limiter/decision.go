@@ -27,6 +27,12 @@ type Check struct {
 	// it alone would have refused (a rule being tried out before it goes
 	// live). A request that another check refuses records nothing in any.
 	Shadow bool
+	// Sub, when set, names the check's log by the id a Lister listed
+	// (HeldLog.Sub), in place of the one Values[1:] and Rule.Weight give:
+	// support reading or resetting a log whose values the store keeps
+	// only hashed. Values[0] still gives the key. Requests from traffic
+	// leave it empty.
+	Sub string
 }
 
 // Request is one decision over every rule that applies to a request.

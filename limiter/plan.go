@@ -161,7 +161,11 @@ func (p *plan) section(prefix string, req *Request, i int) int {
 		p.buf = appendKey(p.buf, prefix, r.By[0], c.Values[0])
 	}
 	k1 := len(p.buf)
-	p.buf = appendSub(p.buf, r, c.Values)
+	if c.Sub != "" {
+		p.buf = append(p.buf, c.Sub...)
+	} else {
+		p.buf = appendSub(p.buf, r, c.Values)
+	}
 	s1 := len(p.buf)
 	for j := range p.sections {
 		s := &p.sections[j]
@@ -182,7 +186,7 @@ func earlierSameLog(req *Request, i int) int {
 	c := &req.Checks[i]
 	for j := range i {
 		o := &req.Checks[j]
-		if o.Rule.Weight == c.Rule.Weight && slices.Equal(o.Rule.By, c.Rule.By) && slices.Equal(o.Values, c.Values) {
+		if o.Rule.Weight == c.Rule.Weight && o.Sub == c.Sub && slices.Equal(o.Rule.By, c.Rule.By) && slices.Equal(o.Values, c.Values) {
 			return j
 		}
 	}

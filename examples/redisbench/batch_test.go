@@ -41,7 +41,7 @@ func TestBatchDesignsDecideEverySend(t *testing.T) {
 			t.Errorf("%s over %d gateways admitted %d, single sends %d, of %d", tc.design, tc.gateways, r.admitted, single.admitted, len(data))
 		}
 	}
-	floor, err := measureFloor("floor-batch", data, recipients, 100, 4, "", srv.Addr)
+	floor, err := measureFloor("floor-batch", data, recipients, 100, 4, "", srv.Addr, 0)
 	if err != nil || floor.admitted != int64(len(data)) {
 		t.Fatalf("floor-batch touched %d of %d sends: %v", floor.admitted, len(data), err)
 	}

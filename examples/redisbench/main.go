@@ -56,7 +56,8 @@ func main() {
 	sends := flag.Int("sends", 20, "sends per recipient, spread over 24 h")
 	callers := flag.Int("callers", 32, "concurrent callers")
 	runs := flag.Int("runs", 3, "runs of each design, alternated; medians are reported")
-	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap (decided in Go, a lone decision at low load in the script), freqcap-go (every batch in Go), freqcap-commit (freqcap, every write by commit.lua even where the server has SET IFEQ), freqcap-script (decided in freqcap.lua), freqcap-unbatched (in the script, one decision a run), freqcap-batch (batch sends of -batch entries, decided in Go), freqcap-batch-commit (freqcap-batch written by commit.lua even where the server has SET IFEQ), freqcap-batch-nocheck (freqcap-batch with the check of its native writes stripped: the floor at the store's pace, for measuring only), freqcap-batch-script (batch sends decided in freqcap.lua, as script_only), floor-batch (batch sends read and written back with no decision: the least a read-then-write design costs)")
+	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap (decided in Go, a lone decision at low load in the script), freqcap-go (every batch in Go), freqcap-commit (freqcap, every write by commit.lua even where the server has SET IFEQ), freqcap-script (decided in freqcap.lua), freqcap-unbatched (in the script, one decision a run), freqcap-batch (batch sends of -batch entries, decided in Go), freqcap-batch-commit (freqcap-batch written by commit.lua even where the server has SET IFEQ), freqcap-batch-nocheck (freqcap-batch with the check of its native writes stripped: the floor at the store's pace, for measuring only), freqcap-batch-script (batch sends decided in freqcap.lua, as script_only), floor-batch (batch sends read and written back with no decision: the least a read-then-write design costs), floor-batch-paced (floor-batch held to the pace of the freqcap-batch design before it in the run, or to -pace)")
+	pace := flag.Float64("pace", 0, "floor-batch-paced: sends a second (0: the rate the freqcap-batch design measured just before it in the same run)")
 	batch := flag.Int("batch", 500, "freqcap-batch: entries in a batch send (consecutive sends of the data set)")
 	batchCallers := flag.Int("batch-callers", 4, "freqcap-batch: concurrent batch senders")
 	gateways := flag.Int("gateways", 1, "freqcap-batch: stores (gateways) the batches are spread over in turn, as by a load balancer")
@@ -97,12 +98,22 @@ func main() {
 	results := map[string][]result{}
 	names := strings.Split(*designs, ",")
 	for run := 0; run < *runs; run++ {
+		var batchRate float64 // the rate of this run's last freqcap-batch design
 		for _, name := range names {
 			var r result
 			var err error
 			switch {
 			case name == "floor-batch":
-				r, err = measureFloor(name, data, *recipients, *batch, *batchCallers, *core, *addr)
+				r, err = measureFloor(name, data, *recipients, *batch, *batchCallers, *core, *addr, 0)
+			case name == "floor-batch-paced":
+				p := *pace
+				if p <= 0 {
+					p = batchRate
+				}
+				if p <= 0 {
+					log.Fatal("floor-batch-paced needs a freqcap-batch design before it in -designs, or -pace")
+				}
+				r, err = measureFloor(name, data, *recipients, *batch, *batchCallers, *core, *addr, p)
 			case strings.HasPrefix(name, "freqcap-batch"):
 				r, err = measureBatches(name, data, *recipients, *batch, *batchCallers, *gateways, *core, *addr)
 			default:
@@ -114,6 +125,9 @@ func main() {
 			log.Printf("run %d %-18s %9.0f decisions/s  %6.1f µs Redis CPU/decision  %5.0f bytes/recipient  (%d admitted)",
 				run+1, name, r.rate, r.cpuMicros, r.bytesPerRecipient, r.admitted)
 			results[name] = append(results[name], r)
+			if strings.HasPrefix(name, "freqcap-batch") {
+				batchRate = r.rate
+			}
 		}
 	}
 	fmt.Printf("\n| design | decisions/s per Redis core | Redis CPU µs per decision | Redis bytes per recipient |\n|---|---|---|---|\n")

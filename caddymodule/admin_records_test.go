@@ -1,0 +1,178 @@
+package caddymodule_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/freqcap/caddy-freqcap/internal/redistest"
+)
+
+// records is the admin API's answer to GET .../records.
+type records struct {
+	Name      string `json:"name"`
+	Dimension string `json:"dimension"`
+	Value     string `json:"value"`
+	Rules     []struct {
+		ruleUsage
+		Values map[string]string `json:"values"`
+	} `json:"rules"`
+	Elsewhere []struct {
+		Rule    string   `json:"rule"`
+		By      []string `json:"by"`
+		KeyedBy string   `json:"keyed_by"`
+	} `json:"elsewhere"`
+}
+
+func recordsOf(t *testing.T, name, query string) records {
+	t.Helper()
+	a := adminDo(t, http.MethodGet, "/frequency_cap/"+name+"/records?"+query)
+	expectStatus(t, a, http.StatusOK)
+	var r records
+	if err := json.Unmarshal(a.body, &r); err != nil {
+		t.Fatalf("records answer %s: %v", a.body, err)
+	}
+	return r
+}
+
+// summary lists a records answer as rule(values)=used, sorted.
+func (r records) summary() string {
+	var out []string
+	for _, u := range r.Rules {
+		var vs []string
+		for k, v := range u.Values {
+			if len(v) > 12 {
+				v = v[:1] + "hash"
+			}
+			vs = append(vs, k+"="+v)
+		}
+		sort.Strings(vs)
+		out = append(out, fmt.Sprintf("%s(%s)=%d", u.Rule, strings.Join(vs, ","), u.Used))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+// Support can list and reset everything the gateway holds about one
+// recipient, as staff type the number: GET .../records?recipient=+1555...
+// lists every rule keyed by the recipient, once for each log held (her
+// own counts, each content she was sent, a long one by its hash, her
+// budget), with its timeline; it names the rule that another dimension
+// keys (by campaign recipient) in "elsewhere"; DELETE forgets every log
+// listed, counts one reset and leaves other recipients and the rule
+// kept elsewhere alone; after it she can be sent to again. A query that
+// names no keying dimension, or two, is a 400 that says which to give.
+// Run on the memory store and on Redis.
+func TestAdminRecords(t *testing.T) {
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			storeLine := ""
+			if store == "redis" {
+				storeLine = "redis redis://" + redistest.Start(t).Addr + "/0"
+			}
+			up := startUpstream(t)
+			name := "rec_" + store
+			g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		name       %s
+		key_prefix %s
+		%s
+		on_missing skip
+		dimension recipient {json.to}
+		dimension content   {json.body}
+		dimension campaign  {json.campaign}
+		rule recipient_minute {
+			by     recipient
+			limit  15
+			window 1m
+		}
+		rule same_content {
+			by     recipient content
+			limit  1
+			window 59s
+		}
+		rule budget {
+			by     recipient
+			limit  100
+			window 1h
+			cost   {json.amount}
+		}
+		rule campaign_day {
+			by     campaign recipient
+			limit  3
+			window 24h
+		}
+		rule night {
+			quiet 23:00-23:01
+			by    recipient
+		}
+	}
+	reverse_proxy %s`, name, testPrefix(), storeLine, up.addr()))
+			long := strings.Repeat("Your code is 123456. ", 5)
+			const phone, other = "+15550100", "+15550199"
+			for _, m := range []map[string]any{
+				{"to": phone, "body": "hi", "amount": 30, "campaign": "spring"},
+				{"to": phone, "body": long, "amount": 20},
+				{"to": phone, "body": "bye", "amount": 0},
+				{"to": other, "body": "hi", "amount": 0},
+			} {
+				expectStatus(t, g.send("/", m), http.StatusOK)
+			}
+			expectStatus(t, g.send("/", map[string]any{"to": phone, "body": "hi", "amount": 0}), http.StatusTooManyRequests)
+
+			r := recordsOf(t, name, "recipient="+phone)
+			want := "budget()=50 night()=0 recipient_minute()=3 same_content(content=#hash)=1 same_content(content=bye)=1 same_content(content=hi)=1"
+			if r.Dimension != "recipient" || r.Value != phone || r.summary() != want {
+				t.Fatalf("records of %s: %s %s: %s\nwant %s", phone, r.Dimension, r.Value, r.summary(), want)
+			}
+			if len(r.Elsewhere) != 1 || r.Elsewhere[0].Rule != "campaign_day" || r.Elsewhere[0].KeyedBy != "campaign" {
+				t.Errorf("elsewhere: %+v", r.Elsewhere)
+			}
+			for _, u := range r.Rules {
+				if u.Rule == "recipient_minute" && len(u.Sends) != 3 {
+					t.Errorf("recipient_minute's timeline: %+v", u.Sends)
+				}
+			}
+
+			a := adminDo(t, http.MethodDelete, "/frequency_cap/"+name+"/records?recipient="+phone)
+			expectStatus(t, a, http.StatusOK)
+			var reset struct {
+				Reset []struct {
+					Rules  []string          `json:"rules"`
+					Values map[string]string `json:"values"`
+				} `json:"reset"`
+			}
+			if err := json.Unmarshal(a.body, &reset); err != nil || len(reset.Reset) != 5 {
+				t.Errorf("reset answer: %s (%v); want 5 logs: hers, the budget's, three contents", a.body, err)
+			}
+			if got := recordsOf(t, name, "recipient="+phone).summary(); got != "budget()=0 night()=0 recipient_minute()=0" {
+				t.Errorf("after the reset: %s", got)
+			}
+			if got := recordsOf(t, name, "recipient="+other).summary(); got != "budget()=0 night()=0 recipient_minute()=1 same_content(content=hi)=1" {
+				t.Errorf("the other recipient: %s", got)
+			}
+			if u := usageOf(t, name, "campaign=spring&recipient="+phone)["campaign_day"]; u.Used != 1 {
+				t.Errorf("campaign_day, kept under the campaign, used %d: want it untouched", u.Used)
+			}
+			expectStatus(t, g.send("/", map[string]any{"to": phone, "body": "hi", "amount": 0}), http.StatusOK)
+
+			for _, c := range []struct{ query, reason string }{
+				{"content=hi", "no rule keys its records by content"},
+				{"recipient=a&campaign=b", "give one dimension"},
+				{"", "give one dimension"},
+			} {
+				a := adminDo(t, http.MethodGet, "/frequency_cap/"+name+"/records?"+c.query)
+				expectStatus(t, a, http.StatusBadRequest)
+				if !strings.Contains(string(a.body), c.reason) || !strings.Contains(string(a.body), "recipient") {
+					t.Errorf("%q: %s; want %q and the keying dimensions", c.query, a.body, c.reason)
+				}
+			}
+			if got := recordsOf(t, name, "campaign=spring"); len(got.Rules) != 1 || got.Rules[0].Values["recipient"] != phone {
+				t.Errorf("records of a campaign: %s", got.summary())
+			}
+		})
+	}
+}

@@ -1,0 +1,211 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file lists what a store holds about one value of a first dimension
+// (every record log under the key of recipient=alice: her own counts, and
+// one log for each content, channel or campaign she was sent), for support
+// staff asked "what do you hold about this person?" and "reset all of it".
+// A request names its logs by all their dimensions' values; a listing has
+// only the first, so it reads the key whole and names each log by the id
+// stored in it (HeldLog.Sub), which a Check then reads or resets through
+// Check.Sub.
+
+// HeldLog is one record log held under a first dimension's value.
+type HeldLog struct {
+	// Sub is the log's id within the key. A Check with Sub set reads (or,
+	// in Reset, forgets) exactly this log.
+	Sub string
+	// Values are the values of the log's other dimensions, by dimension
+	// name, as the store keeps them: the value itself, or, for one longer
+	// than MaxValueLen, "#" and the hex of a 128-bit hash of it (the store
+	// never holds such a value).
+	Values map[string]string
+	// Weight is what its costs measure ("" counts sends).
+	Weight string
+	// Records is how many records (sends, or buckets of them) it holds.
+	Records int
+}
+
+// Dimensions are the names of the log's other dimensions, sorted.
+func (h HeldLog) Dimensions() []string {
+	names := make([]string, 0, len(h.Values))
+	for n := range h.Values {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Lister is a Store that can list every log it holds under one value of
+// a first dimension. The Memory, Redis and Fallback stores implement it.
+type Lister interface {
+	// Held lists the logs under dim = value that still hold a record at
+	// now (the store's clock when zero), ordered by Sub.
+	Held(ctx context.Context, dim, value string, now time.Time) ([]HeldLog, error)
+}
+
+// heldOf lists the logs of k, which the caller has pruned.
+func heldOf(k *keyLogs) ([]HeldLog, error) {
+	if k == nil {
+		return nil, nil
+	}
+	out := make([]HeldLog, 0, len(k.subs))
+	for i := range k.subs {
+		l := &k.subs[i]
+		if len(l.entries) == 0 {
+			continue
+		}
+		h, err := parseSub(string(l.id))
+		if err != nil {
+			return nil, err
+		}
+		h.Records = len(l.entries)
+		out = append(out, h)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Sub < out[j].Sub })
+	return out, nil
+}
+
+// parseSub reads a sub-log id (see keys.go): name=value pairs joined by
+// '&', then '$' and the weight; values escaped, a hashed one starting with
+// '#'.
+func parseSub(sub string) (HeldLog, error) {
+	h := HeldLog{Sub: sub, Values: map[string]string{}}
+	pairs, weight, hasWeight := strings.Cut(sub, "$")
+	if hasWeight {
+		w, err := unescapeStored(weight)
+		if err != nil {
+			return HeldLog{}, fmt.Errorf("%w: sub-log %q: %v", ErrStore, sub, err)
+		}
+		h.Weight = w
+	}
+	if pairs == "" {
+		return h, nil
+	}
+	for _, pair := range strings.Split(pairs, "&") {
+		name, v, ok := strings.Cut(pair, "=")
+		if !ok || name == "" {
+			return HeldLog{}, fmt.Errorf("%w: sub-log %q: no name=value in %q", ErrStore, sub, pair)
+		}
+		value, err := unescapeStored(v)
+		if err != nil {
+			return HeldLog{}, fmt.Errorf("%w: sub-log %q: %v", ErrStore, sub, err)
+		}
+		h.Values[name] = value
+	}
+	return h, nil
+}
+
+// unescapeStored undoes appendValue's escapes; a hashed value ("#" and
+// hex) is kept as it is.
+func unescapeStored(v string) (string, error) {
+	if !strings.Contains(v, "%") {
+		return v, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] != '%' {
+			b.WriteByte(v[i])
+			continue
+		}
+		if i+2 >= len(v) || unhex(v[i+1]) < 0 || unhex(v[i+2]) < 0 {
+			return "", errors.New("a broken escape in " + v)
+		}
+		b.WriteByte(byte(unhex(v[i+1])<<4 | unhex(v[i+2])))
+		i += 2
+	}
+	return b.String(), nil
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// heldRequest is a request whose one check reads the key of dim = value.
+func heldRequest(dim, value string, now time.Time) *Request {
+	r := &Rule{Name: "held", By: []string{dim}, Limit: 1, Window: Window{Duration: time.Minute}}
+	return &Request{Checks: []Check{{Rule: r, Values: []string{value}}}, Now: now}
+}
+
+// Held implements Lister.
+func (m *Memory) Held(_ context.Context, dim, value string, now time.Time) ([]HeldLog, error) {
+	req := heldRequest(dim, value, now)
+	nowT := m.clock(req)
+	w := m.work()
+	defer w.release()
+	p, tx := &w.plan, &w.tx
+	if err := p.build("", req, nowT); err != nil {
+		return nil, err
+	}
+	tx.lock(p)
+	defer tx.unlock()
+	return heldOf(tx.lookup(p, 0, nowT.UnixMilli()))
+}
+
+// Held implements Lister: one GET of the key (and TIME, unless now is
+// given).
+func (s *Redis) Held(ctx context.Context, dim, value string, now time.Time) ([]HeldLog, error) {
+	nowArg, _ := s.nowArg(&Request{Now: now})
+	key := keyFor(s.opts.Prefix, dim, value)
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	var get *redis.StringCmd
+	var clock *redis.TimeCmd
+	_, err := s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		if nowArg == 0 {
+			clock = pipe.Time(ctx)
+		}
+		get = pipe.Get(ctx, key)
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return nil, classify(err)
+	}
+	b, err := get.Bytes()
+	if err == redis.Nil {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	if clock != nil {
+		nowArg = clock.Val().UnixMilli()
+	}
+	k := new(keyLogs)
+	if err := decodeBlob(b, k); err != nil {
+		return nil, fmt.Errorf("%w: key %q: %v", ErrStore, key, err)
+	}
+	k.prune(nowArg)
+	return heldOf(k)
+}
+
+// Held implements Lister: the primary's, or the local store's while the
+// primary fails.
+func (f *Fallback) Held(ctx context.Context, dim, value string, now time.Time) ([]HeldLog, error) {
+	if l, ok := f.primary.(Lister); ok {
+		held, err := l.Held(ctx, dim, value, now)
+		if err == nil || !fails(err) {
+			return held, err
+		}
+	}
+	if l, ok := f.local.(Lister); ok {
+		return l.Held(ctx, dim, value, now)
+	}
+	return nil, fmt.Errorf("%w: the store cannot list what it holds", ErrStore)
+}
