@@ -10,7 +10,7 @@ import (
 // whole data set: decided in Go over one and two gateways, and in the
 // script, batch sends admit what single sends admit, within what replaying
 // slices of the day out of order changes (see docs/performance.md), and
-// the floor touches every send.
+// the floor touches every send, paced or not.
 func TestBatchDesignsDecideEverySend(t *testing.T) {
 	srv := redistest.Start(t) // the designs flush their Redis: never REDIS_URL's
 	const recipients = 1300
@@ -44,5 +44,15 @@ func TestBatchDesignsDecideEverySend(t *testing.T) {
 	floor, err := measureFloor("floor-batch", data, recipients, 100, 4, "", srv.Addr, 0)
 	if err != nil || floor.admitted != int64(len(data)) {
 		t.Fatalf("floor-batch touched %d of %d sends: %v", floor.admitted, len(data), err)
+	}
+	// Held to a pace, the floor sends no faster: its last batch starts no
+	// sooner than (sends - batch) / pace after the first.
+	const pace = 20_000
+	paced, err := measureFloor("floor-batch-paced", data, recipients, 100, 4, "", srv.Addr, pace)
+	if err != nil || paced.admitted != int64(len(data)) {
+		t.Fatalf("floor-batch-paced touched %d of %d sends: %v", paced.admitted, len(data), err)
+	}
+	if most := pace * float64(len(data)) / float64(len(data)-100); paced.rate > most {
+		t.Errorf("floor-batch-paced at %.0f sends a second, held to %d", paced.rate, pace)
 	}
 }
