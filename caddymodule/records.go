@@ -61,13 +61,9 @@ type resetLog struct {
 // serveRecords answers GET and DELETE of .../records for the cap set
 // named name, as serveUsage does for .../usage.
 func serveRecords(w http.ResponseWriter, r *http.Request, name, via string, fields ...zap.Field) error {
-	if r.Method != http.MethodGet && r.Method != http.MethodDelete {
-		w.Header().Set("Allow", "GET, DELETE")
-		return (&failure{status: http.StatusMethodNotAllowed, reason: "method " + r.Method + " not allowed: use GET or DELETE"}).write(w)
-	}
-	cs := lookupCapSet(name)
+	cs, err := supportTarget(w, r, name)
 	if cs == nil {
-		return unknownCapSet(w, name)
+		return err
 	}
 	q, fail := cs.recordsQuery(r.URL.RawQuery)
 	if fail != nil {

@@ -24,13 +24,9 @@ const usageTimeout = 5 * time.Second
 // documented on AdminAPI; via names the caller in the reset log, and
 // fields add to it (such as who asked).
 func serveUsage(w http.ResponseWriter, r *http.Request, name, via string, fields ...zap.Field) error {
-	if r.Method != http.MethodGet && r.Method != http.MethodDelete {
-		w.Header().Set("Allow", "GET, DELETE")
-		return (&failure{status: http.StatusMethodNotAllowed, reason: "method " + r.Method + " not allowed: use GET or DELETE"}).write(w)
-	}
-	cs := lookupCapSet(name)
+	cs, err := supportTarget(w, r, name)
 	if cs == nil {
-		return unknownCapSet(w, name)
+		return err
 	}
 	q, fail := cs.query(r.URL.RawQuery)
 	if fail != nil {
@@ -50,6 +46,20 @@ func serveUsage(w http.ResponseWriter, r *http.Request, name, via string, fields
 		return storeUnavailable(w, err)
 	}
 	return writeJSON(w, http.StatusOK, "application/json", out)
+}
+
+// supportTarget checks a support request's method (GET or DELETE) and
+// finds its cap set; with none, the answer has been written and err is
+// the writing's.
+func supportTarget(w http.ResponseWriter, r *http.Request, name string) (cs *capSet, err error) {
+	if r.Method != http.MethodGet && r.Method != http.MethodDelete {
+		w.Header().Set("Allow", "GET, DELETE")
+		return nil, (&failure{status: http.StatusMethodNotAllowed, reason: "method " + r.Method + " not allowed: use GET or DELETE"}).write(w)
+	}
+	if cs = lookupCapSet(name); cs == nil {
+		return nil, unknownCapSet(w, name)
+	}
+	return cs, nil
 }
 
 // usageAnswer is the body of a GET.
