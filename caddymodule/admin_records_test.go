@@ -19,6 +19,7 @@ type records struct {
 	Rules     []struct {
 		ruleUsage
 		Values map[string]string `json:"values"`
+		Hashed []string          `json:"hashed"`
 	} `json:"rules"`
 	Elsewhere []struct {
 		Rule    string   `json:"rule"`
@@ -131,10 +132,20 @@ func TestAdminRecords(t *testing.T) {
 			if len(r.Elsewhere) != 1 || r.Elsewhere[0].Rule != "campaign_day" || r.Elsewhere[0].KeyedBy != "campaign" {
 				t.Errorf("elsewhere: %+v", r.Elsewhere)
 			}
+			hashed := 0
 			for _, u := range r.Rules {
 				if u.Rule == "recipient_minute" && len(u.Sends) != 3 {
 					t.Errorf("recipient_minute's timeline: %+v", u.Sends)
 				}
+				if len(u.Hashed) > 0 {
+					hashed++
+					if u.Hashed[0] != "content" || !strings.HasPrefix(u.Values["content"], "#") {
+						t.Errorf("a hashed log: %+v", u)
+					}
+				}
+			}
+			if hashed != 1 {
+				t.Errorf("%d logs say they hold a hashed value, want 1 (the long body)", hashed)
 			}
 
 			a := adminDo(t, http.MethodDelete, "/frequency_cap/"+name+"/records?recipient="+phone)

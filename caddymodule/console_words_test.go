@@ -33,6 +33,7 @@ func TestConsoleWords(t *testing.T) {
 		key_prefix %s
 		exempt {json.priority} otp critical
 		dimension recipient {json.to}
+		dimension content   {json.body}
 		rule night {
 			quiet %s UTC
 		}
@@ -57,10 +58,20 @@ func TestConsoleWords(t *testing.T) {
 			window 1h
 			dry_run
 		}
+		rule same_content {
+			by     recipient content
+			limit  2
+			window 59s
+		}
 	}
 	reverse_proxy %s`, basicAuthBlock("/support/*"), testPrefix(), quiet, up.addr()))
 	const who = "+8613800138000"
-	expectStatus(t, g.send("/push", map[string]any{"to": who}), http.StatusOK)
+	// One send with a body kept whole in the key, one with a body long
+	// enough to be kept as its hash: the look-up by recipient shows a log
+	// for each, naming it, and neither may widen a phone's page.
+	unbroken := strings.Repeat("x", 64)
+	expectStatus(t, g.send("/push", map[string]any{"to": who, "body": unbroken}), http.StatusOK)
+	expectStatus(t, g.send("/push", map[string]any{"to": who, "body": strings.Repeat("Your code is 123456. ", 5)}), http.StatusOK)
 
 	const sec = `section[data-capset="words"] `
 	for _, width := range []int64{390, 1280} {
@@ -70,7 +81,7 @@ func TestConsoleWords(t *testing.T) {
 			chromedp.WaitVisible(sec+`input[name="recipient"]`),
 			chromedp.SendKeys(sec+`input[name="recipient"]`, who),
 			chromedp.Click(sec+`button[type="submit"]`),
-			chromedp.WaitVisible(sec+`.rule[data-rule="per_minute"][data-used="1"]`),
+			chromedp.WaitVisible(sec+`.rule[data-rule="per_minute"][data-used="2"]`),
 		)
 		meta := func(rule string) string {
 			return read(t, b, rule, chromedp.Text(sec+`.rule[data-rule="`+rule+`"] .rule-meta`))
@@ -97,7 +108,11 @@ func TestConsoleWords(t *testing.T) {
 		}
 		// The timeline: one mark a recorded send, the limit line, and
 		// when the next send frees up.
-		for rule, want := range map[string]int{"per_minute": 1, "per_day": 1, "shanghai_day": 1, "trial": 1} {
+		logs := read(t, b, "the content logs", chromedp.Evaluate[[]string](`[...document.querySelectorAll('`+sec+`.rule[data-rule="same_content"] .log-values')].map(e => e.textContent).sort()`))
+		if len(logs) != 2 || !strings.HasPrefix(logs[0], "content = #") || !strings.HasSuffix(logs[0], " (hash of a long value)") || logs[1] != "content = "+unbroken {
+			t.Errorf("the content logs read %q; want one hashed, one whole", logs)
+		}
+		for rule, want := range map[string]int{"per_minute": 2, "per_day": 2, "shanghai_day": 2, "trial": 2} {
 			marks := read(t, b, rule+"'s marks", chromedp.Evaluate[int](`document.querySelectorAll('`+sec+`.rule[data-rule="`+rule+`"] svg.timeline circle.send').length`))
 			if marks != want {
 				t.Errorf("%s's timeline has %d marks, want %d (one a recorded send)", rule, marks, want)

@@ -173,7 +173,7 @@ func (q *recordsQuery) entries(held []limiter.HeldLog) []usageEntry {
 			others := slices.Sorted(slices.Values(by[1:]))
 			for _, h := range held {
 				if h.Weight == cr.rule.Weight && slices.Equal(h.Dimensions(), others) {
-					out = append(out, usageEntry{cr: cr, check: q.check(cr, &h), values: h.Values})
+					out = append(out, usageEntry{cr: cr, check: q.check(cr, &h), values: h.Values, hashed: h.Hashed})
 				}
 			}
 		}

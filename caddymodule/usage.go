@@ -88,12 +88,14 @@ type ruleUsage struct {
 	// a listing of everything held under one value (records), where one
 	// rule appears once a log: a value longer than 64 bytes is shown as
 	// the store keeps it, "#" and the hex of its hash.
-	Values     map[string]string `json:"values,omitempty"`
-	Limit      int64             `json:"limit"`
-	Window     string            `json:"window"`
-	Used       int64             `json:"used"`
-	Remaining  int64             `json:"remaining"`
-	ResetAfter int64             `json:"reset_after"`
+	Values map[string]string `json:"values,omitempty"`
+	// Hashed names the dimensions of Values whose value is such a hash.
+	Hashed     []string `json:"hashed,omitempty"`
+	Limit      int64    `json:"limit"`
+	Window     string   `json:"window"`
+	Used       int64    `json:"used"`
+	Remaining  int64    `json:"remaining"`
+	ResetAfter int64    `json:"reset_after"`
 	// Quiet and QuietUntil are a quiet rule's only: whether its range
 	// holds now, and the seconds until that range ends (0 when not quiet).
 	Quiet      *bool  `json:"quiet,omitempty"`
@@ -159,8 +161,10 @@ type usageEntry struct {
 	cr    *compiledRule
 	check limiter.Check
 	// values, when set, are the log's other values, shown with the rule
-	// (a listing of everything held under one value).
+	// (a listing of everything held under one value), and hashed those
+	// kept as a hash.
 	values map[string]string
+	hashed []string
 }
 
 // checksPerCall bounds the checks of one store call of a listing: a
@@ -238,6 +242,7 @@ func (cs *capSet) usageOf(ctx context.Context, entries []usageEntry) (time.Time,
 			Rule:       res.Rule.Name,
 			By:         res.Rule.By,
 			Values:     e.values,
+			Hashed:     e.hashed,
 			Limit:      res.Limit,
 			Window:     windowOf(&e.check),
 			Used:       res.Used,

@@ -30,6 +30,9 @@ type HeldLog struct {
 	// than MaxValueLen, "#" and the hex of a 128-bit hash of it (the store
 	// never holds such a value).
 	Values map[string]string
+	// Hashed names, sorted, the dimensions whose value is such a hash (a
+	// value that itself starts with "#" is not one).
+	Hashed []string
 	// Weight is what its costs measure ("" counts sends).
 	Weight string
 	// Records is how many records (sends, or buckets of them) it holds.
@@ -102,7 +105,11 @@ func parseSub(sub string) (HeldLog, error) {
 			return HeldLog{}, fmt.Errorf("%w: sub-log %q: %v", ErrStore, sub, err)
 		}
 		h.Values[name] = value
+		if strings.HasPrefix(v, "#") { // a '#' of a value is escaped
+			h.Hashed = append(h.Hashed, name)
+		}
 	}
+	sort.Strings(h.Hashed)
 	return h, nil
 }
 

@@ -71,7 +71,10 @@ func TestHeld(t *testing.T) {
 		if h := got[plain]; h.Records != 1 || h.Values["content"] != "hi & bye=%" || strings.Join(h.Dimensions(), ",") != "content" {
 			t.Errorf("the plain content's log %q: %+v", plain, h)
 		}
-		if h := got[hashed]; h.Records != 2 || len(h.Values["content"]) != 33 {
+		if h := got[plain]; len(h.Hashed) != 0 {
+			t.Errorf("the plain content's log is taken for hashed: %+v", h)
+		}
+		if h := got[hashed]; h.Records != 2 || len(h.Values["content"]) != 33 || strings.Join(h.Hashed, ",") != "content" {
 			t.Errorf("the hashed content's log: %+v", h)
 		}
 
@@ -107,7 +110,7 @@ func TestHeld(t *testing.T) {
 // it holds; a value over MaxValueLen comes back as its hash.
 func TestParseSubRoundTrip(t *testing.T) {
 	r := &Rule{Name: "r", By: []string{"recipient", "content", "channel"}, Weight: "a$b"}
-	for _, v := range []string{"", "plain", "a&b=c$d#e%f{g}", "\x00\x7f é", strings.Repeat("x", MaxValueLen), strings.Repeat("y", MaxValueLen+1)} {
+	for _, v := range []string{"", "plain", "#abc", "a&b=c$d#e%f{g}", "\x00\x7f é", strings.Repeat("x", MaxValueLen), strings.Repeat("y", MaxValueLen+1)} {
 		sub := subOf(r, []string{"ignored", v, "sms"})
 		h, err := parseSub(sub)
 		if err != nil {
@@ -117,7 +120,7 @@ func TestParseSubRoundTrip(t *testing.T) {
 		if len(v) > MaxValueLen {
 			want = string(appendValue(nil, v))
 		}
-		if h.Values["content"] != want || h.Values["channel"] != "sms" || h.Weight != "a$b" {
+		if h.Values["content"] != want || h.Values["channel"] != "sms" || h.Weight != "a$b" || (len(h.Hashed) == 1) != (len(v) > MaxValueLen) {
 			t.Errorf("%q: %+v", v, h)
 		}
 	}
