@@ -152,17 +152,12 @@ func heldRequest(dim, value string, now time.Time) *Request {
 
 // Held implements Lister.
 func (m *Memory) Held(_ context.Context, dim, value string, now time.Time) ([]HeldLog, error) {
-	req := heldRequest(dim, value, now)
-	nowT := m.clock(req)
-	w := m.work()
-	defer w.release()
-	p, tx := &w.plan, &w.tx
-	if err := p.build("", req, nowT); err != nil {
-		return nil, err
-	}
-	tx.lock(p)
-	defer tx.unlock()
-	return heldOf(tx.lookup(p, 0, nowT.UnixMilli()))
+	var held []HeldLog
+	err := m.reading(heldRequest(dim, value, now), func(p *plan, tx *memTxn, now int64) (err error) {
+		held, err = heldOf(tx.lookup(p, 0, now))
+		return err
+	})
+	return held, err
 }
 
 // Held implements Lister: one GET of the key (and TIME, unless now is
