@@ -65,6 +65,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        dial_timeout    <duration>
 //	        pool_size       <n>
 //	        script_only
+//	        native_write    on|off
 //	    }]
 //	    key_prefix  <prefix>
 //	    on_error    allow|deny|local [<divisor>]
@@ -301,6 +302,10 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 			rc.PoolSize, err = intArg(d, "redis pool_size", 1)
 		case "script_only":
 			rc.ScriptOnly, err = true, noArgs(d)
+		case "native_write":
+			var v string
+			v, err = oneOf(d, "on", "off")
+			rc.NoNativeWrite = v == "off"
 		default:
 			return d.Errf("unrecognized redis subdirective %q", sub)
 		}

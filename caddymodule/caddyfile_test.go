@@ -210,6 +210,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"redis address without port", "frequency_cap {\n\tredis {\n\t\taddress redis\n\t}" + valid + "\n}", `redis address "redis" has no port`, 3},
 		{"redis bad timeout", "frequency_cap {\n\tredis redis://x:1 {\n\t\ttimeout soon\n\t}" + valid + "\n}", `redis timeout "soon"`, 3},
 		{"redis bad db", "frequency_cap {\n\tredis {\n\t\taddress a:1\n\t\tdb one\n\t}" + valid + "\n}", `redis db "one"`, 4},
+		{"redis native_write neither on nor off", "frequency_cap {\n\tredis {\n\t\taddress a:1\n\t\tnative_write no\n\t}" + valid + "\n}", `native_write must be on or off, not "no"`, 4},
 		{"redis url and cluster", "frequency_cap {\n\tredis redis://x:1 {\n\t\tcluster\n\t}" + valid + "\n}", "url cannot be combined", 4},
 		{"dimension without expression", "frequency_cap {\n\tdimension r" + valid + "\n}", "wrong argument count", 2},
 		{"bad dimension name", "frequency_cap {\n\tdimension 9lives {json.to}" + valid + "\n}", `dimension "9lives": invalid name`, 2},

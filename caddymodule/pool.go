@@ -61,7 +61,7 @@ func newStore(cfg *limiter.RedisConfig, prefix string) (*pooledStore, error) {
 	// The config knows whether it asked for a cluster; a client behind a
 	// wrapper would not show it.
 	s := limiter.NewRedis(client, limiter.RedisOptions{Prefix: prefix, Timeout: cfg.EffectiveTimeout(), Cluster: cfg.Cluster, ScriptOnly: cfg.ScriptOnly,
-		OnWritePath: writePathChanges(moduleLogger)})
+		NoNativeWrite: cfg.NoNativeWrite, OnWritePath: writePathChanges(moduleLogger)})
 	return &pooledStore{store: s, client: client}, nil
 }
 

@@ -64,8 +64,8 @@ func writePathSeries(t *testing.T) map[string]bool {
 // made in Go: the start logs a line a node with its path and why, and
 // caddy_frequency_cap_store_write_path has one series a node and handler,
 // with the path the server really supports (native on Valkey 8.1, the
-// script on Redis 7.0 and 8.0 and Valkey 8.0); with script_only, the
-// script, saying why. A handler unloaded takes its series with it.
+// script on Redis 7.0 and 8.0 and Valkey 8.0); with script_only or
+// native_write off, the script, saying why. A handler unloaded takes its series with it.
 func TestWritePathLoggedAndExported(t *testing.T) {
 	srv := redistest.Start(t)
 	want := serverWritePath(t, srv.Addr)
@@ -75,6 +75,7 @@ func TestWritePathLoggedAndExported(t *testing.T) {
 	}{
 		{"wp_default", fmt.Sprintf(`{"addresses": [%q]}`, srv.Addr), want},
 		{"wp_script_only", fmt.Sprintf(`{"addresses": [%q], "script_only": true}`, srv.Addr), limiter.WriteScript},
+		{"wp_native_off", fmt.Sprintf(`{"addresses": [%q], "no_native_write": true}`, srv.Addr), limiter.WriteScript},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h, err := load(t, fmt.Sprintf(`{"name": %q, "redis": %s, "key_prefix": "wp:",

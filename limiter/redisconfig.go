@@ -55,6 +55,11 @@ type RedisConfig struct {
 	// A cluster decides in the script, except batch sends under drop on
 	// masters with SET … IFEQ (Valkey 8.1), which it turns off too.
 	ScriptOnly bool `json:"script_only,omitempty"`
+	// NoNativeWrite writes the decisions made in Go with lua/commit.lua
+	// even on a node that has SET … IFEQ (RedisOptions.NoNativeWrite): a
+	// switch to keep the script's write while a new server build is
+	// tried. Default off: a node that has SET … IFEQ is written with it.
+	NoNativeWrite bool `json:"no_native_write,omitempty"`
 }
 
 // DefaultTimeout is RedisConfig.Timeout's default.
