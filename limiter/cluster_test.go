@@ -26,6 +26,7 @@ func TestCluster(t *testing.T) {
 	t.Run("cross-shard budget under concurrency", func(t *testing.T) { testClusterCrossShard(t, c) })
 	t.Run("wrapped client", func(t *testing.T) { testClusterWrapped(t, c) })
 	t.Run("batches", func(t *testing.T) { testClusterBatches(t, c) })
+	t.Run("what is held about a recipient", func(t *testing.T) { testClusterHeld(t, c) })
 	t.Run("failover while deciding", func(t *testing.T) { testClusterFailover(t, c, "") })
 	t.Run("forced failover while deciding", func(t *testing.T) { testClusterFailover(t, c, "FORCE") })
 }
@@ -572,5 +573,49 @@ func testClusterFailover(t *testing.T, c *redistest.Cluster, option string) {
 	}
 	if campaignDiff < 0 || campaignDiff > totalFailed {
 		t.Errorf("campaign log is off by %+d with %d failed decisions", campaignDiff, totalFailed)
+	}
+}
+
+// testClusterHeld lists, reads and resets what the cluster holds about
+// recipients whose keys live on different masters: Held finds each of
+// their logs (every content, a long one by its hash), History and Usage
+// read one through Check.Sub, and a Reset through it forgets that log
+// alone.
+func testClusterHeld(t *testing.T, c *redistest.Cluster) {
+	ctx := context.Background()
+	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
+	defer cl.Close()
+	s := NewRedis(cl, RedisOptions{Prefix: "held:", Timeout: 5 * time.Second, Cluster: true})
+	defer s.Close()
+	rules := seedRules()
+	long := strings.Repeat("a body long enough to be hashed ", 3)
+	for _, who := range []string{"alice", "bob", "carol", "dave"} {
+		for _, content := range []string{"hi", long} {
+			mustDecide(t, s, req(time.Time{}, vals{"recipient": who, "content": content}, rules...))
+		}
+		held, err := s.Held(ctx, "recipient", who, time.Time{})
+		if err != nil || len(held) != 3 {
+			t.Fatalf("%s: held %+v, %v; want her own log and two contents", who, held, err)
+		}
+		var hashed HeldLog
+		for _, h := range held {
+			if len(h.Hashed) == 1 {
+				hashed = h
+			}
+		}
+		check := Check{Rule: rules[2], Values: []string{who, hashed.Values["content"]}, Sub: hashed.Sub}
+		sends, err := s.History(ctx, &Request{Checks: []Check{check}})
+		if err != nil || len(sends[0].Times) != 1 {
+			t.Fatalf("%s: history through Sub: %+v, %v", who, sends, err)
+		}
+		if err := s.Reset(ctx, &Request{Checks: []Check{check}}); err != nil {
+			t.Fatal(err)
+		}
+		if d := mustUsage(t, s, req(time.Time{}, vals{"recipient": who, "content": long}, rules[2])); d.Results[0].Used != 0 {
+			t.Errorf("%s: the hashed content counts %d after its reset", who, d.Results[0].Used)
+		}
+		if d := mustUsage(t, s, req(time.Time{}, vals{"recipient": who, "content": "hi"}, rules[2])); d.Results[0].Used != 1 {
+			t.Errorf("%s: the other content counts %d, want 1", who, d.Results[0].Used)
+		}
 	}
 }
