@@ -187,3 +187,81 @@ func TestAdminRecords(t *testing.T) {
 		})
 	}
 }
+
+// What no rule of the cap set reads is still held about the recipient: a
+// log of another cap set on the same key_prefix (or of a rule since
+// removed) is listed in "unmatched" and forgotten by DELETE with the rest;
+// and a rule whose cost placeholder is long enough to be hashed in the
+// log's id is found and forgotten like any other.
+func TestAdminRecordsUnmatchedAndLongCosts(t *testing.T) {
+	up := startUpstream(t)
+	prefix := testPrefix()
+	const amount = "an_amount_whose_placeholder_is_longer_than_sixty_four_bytes_in_all"
+	g := startGateway(t, fmt.Sprintf(`
+	handle /a {
+		frequency_cap {
+			name       rec_a
+			key_prefix %[1]s
+			dimension recipient {json.to}
+			dimension content   {json.body}
+			rule per_content {
+				by     recipient content
+				limit  5
+				window 1h
+				cost   {json.%[2]s}
+			}
+		}
+		reverse_proxy %[3]s
+	}
+	handle /b {
+		frequency_cap {
+			name       rec_b
+			key_prefix %[1]s
+			dimension recipient {json.to}
+			dimension channel   {json.channel}
+			rule per_channel {
+				by     recipient channel
+				limit  5
+				window 1h
+			}
+		}
+		reverse_proxy %[3]s
+	}`, prefix, amount, up.addr()))
+	expectStatus(t, g.send("/a", map[string]any{"to": "x", "body": "hi", amount: 2}), http.StatusOK)
+	expectStatus(t, g.send("/b", map[string]any{"to": "x", "channel": "sms"}), http.StatusOK)
+
+	a := adminDo(t, http.MethodGet, "/frequency_cap/rec_a/records?recipient=x")
+	expectStatus(t, a, http.StatusOK)
+	var got struct {
+		Rules []struct {
+			Rule   string            `json:"rule"`
+			Used   int64             `json:"used"`
+			Values map[string]string `json:"values"`
+		} `json:"rules"`
+		Unmatched []struct {
+			Values  map[string]string `json:"values"`
+			Records int               `json:"records"`
+		} `json:"unmatched"`
+	}
+	if err := json.Unmarshal(a.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Rules) != 1 || got.Rules[0].Used != 2 || got.Rules[0].Values["content"] != "hi" {
+		t.Errorf("the long-cost rule's log: %s", a.body)
+	}
+	if len(got.Unmatched) != 1 || got.Unmatched[0].Values["channel"] != "sms" || got.Unmatched[0].Records != 1 {
+		t.Errorf("the other cap set's log: %s", a.body)
+	}
+
+	expectStatus(t, adminDo(t, http.MethodDelete, "/frequency_cap/rec_a/records?recipient=x"), http.StatusOK)
+	if u := usageOf(t, "rec_a", "recipient=x&content=hi")["per_content"]; u.Used != 0 {
+		t.Errorf("per_content used %d after the reset", u.Used)
+	}
+	if u := usageOf(t, "rec_b", "recipient=x&channel=sms")["per_channel"]; u.Used != 0 {
+		t.Errorf("the unmatched log survived the reset: per_channel used %d", u.Used)
+	}
+	a = adminDo(t, http.MethodGet, "/frequency_cap/rec_a/records?recipient=x")
+	if !strings.Contains(string(a.body), `"rules":[]`) || !strings.Contains(string(a.body), `"unmatched":[]`) {
+		t.Errorf("after the reset: %s", a.body)
+	}
+}

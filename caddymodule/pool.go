@@ -24,6 +24,9 @@ type pooledStore struct {
 	client redis.UniversalClient
 	// storeUsers names the handlers that use it, for the write path metric.
 	storeUsers
+	// paths logs a Redis store's write paths as they change; nil for the
+	// memory store.
+	paths *pathLog
 }
 
 // Destruct implements caddy.Destructor: it runs when the last handler that
@@ -60,9 +63,10 @@ func newStore(cfg *limiter.RedisConfig, prefix string) (*pooledStore, error) {
 	}
 	// The config knows whether it asked for a cluster; a client behind a
 	// wrapper would not show it.
+	paths := newPathLog(moduleLogger)
 	s := limiter.NewRedis(client, limiter.RedisOptions{Prefix: prefix, Timeout: cfg.EffectiveTimeout(), Cluster: cfg.Cluster, ScriptOnly: cfg.ScriptOnly,
-		NoNativeWrite: cfg.NoNativeWrite, OnWritePath: writePathChanges(moduleLogger)})
-	return &pooledStore{store: s, client: client}, nil
+		NoNativeWrite: cfg.NoNativeWrite, OnWritePath: paths.notify})
+	return &pooledStore{store: s, client: client, paths: paths}, nil
 }
 
 // moduleLogger is Caddy's logger under the module's name, for what a

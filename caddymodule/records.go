@@ -33,6 +33,21 @@ type recordsAnswer struct {
 	Value     string      `json:"value"`
 	Rules     []ruleUsage `json:"rules"`
 	Elsewhere []elsewhere `json:"elsewhere"`
+	// Unmatched are the logs held under the value that no rule of the cap
+	// set reads: a rule since removed or changed (its dimensions, its
+	// cost), or one of another cap set with the same key_prefix. DELETE
+	// forgets them too.
+	Unmatched []heldEntry `json:"unmatched"`
+}
+
+// heldEntry is a log no rule reads, by what its id says.
+type heldEntry struct {
+	Values  map[string]string `json:"values"`
+	Hashed  []string          `json:"hashed,omitempty"`
+	Weight  string            `json:"weight,omitempty"`
+	Records int               `json:"records"`
+	// Sub is the stored id of a log whose id could not be read.
+	Sub string `json:"sub,omitempty"`
 }
 
 // elsewhere is a rule over the dimension whose records another of its
@@ -52,10 +67,12 @@ type recordsReset struct {
 	Elsewhere []elsewhere `json:"elsewhere"`
 }
 
-// resetLog is one log a DELETE of records forgot, with the rules it held.
+// resetLog is one log a DELETE of records forgot, with the rules that
+// read it (none for an unmatched log).
 type resetLog struct {
 	Rules  []string          `json:"rules"`
 	Values map[string]string `json:"values"`
+	Hashed []string          `json:"hashed,omitempty"`
 }
 
 // serveRecords answers GET and DELETE of .../records for the cap set
@@ -79,9 +96,9 @@ func serveRecords(w http.ResponseWriter, r *http.Request, name, via string, fiel
 	if err != nil {
 		return storeUnavailable(w, err)
 	}
-	entries := q.entries(held)
+	entries, unmatched := q.entries(held)
 	if r.Method == http.MethodDelete {
-		logs, err := q.reset(ctx, entries, via, fields)
+		logs, err := q.reset(ctx, entries, unmatched, via, fields)
 		if err != nil {
 			return storeUnavailable(w, err)
 		}
@@ -91,8 +108,15 @@ func serveRecords(w http.ResponseWriter, r *http.Request, name, via string, fiel
 	if err != nil {
 		return storeUnavailable(w, err)
 	}
-	return writeJSON(w, http.StatusOK, "application/json", recordsAnswer{Name: cs.name, Now: rfc3339ms(now),
-		Dimension: q.dim, Value: q.value, Rules: rules, Elsewhere: q.elsewhere()})
+	out := recordsAnswer{Name: cs.name, Now: rfc3339ms(now), Dimension: q.dim, Value: q.value, Rules: rules,
+		Elsewhere: q.elsewhere(), Unmatched: make([]heldEntry, len(unmatched))}
+	for i, h := range unmatched {
+		out.Unmatched[i] = heldEntry{Values: h.Values, Hashed: h.Hashed, Weight: h.Weight, Records: h.Records}
+		if h.Unreadable {
+			out.Unmatched[i].Sub = h.Sub
+		}
+	}
+	return writeJSON(w, http.StatusOK, "application/json", out)
 }
 
 // recordsQuery is a records query resolved against a cap set.
@@ -149,36 +173,44 @@ func (cs *capSet) keyingDimensions() []string {
 // entries are the rules to answer for, in the cap set's order: a quiet
 // rule over the dimension alone (or over nobody); a rule by the dimension
 // alone, held or not (its usage is then 0); and a rule by more dimensions
-// once for each log held for it.
-func (q *recordsQuery) entries(held []limiter.HeldLog) []usageEntry {
-	var out []usageEntry
+// once for each log held for it. unmatched are the logs held that no rule
+// reads.
+func (q *recordsQuery) entries(held []limiter.HeldLog) (entries []usageEntry, unmatched []limiter.HeldLog) {
+	read := make([]bool, len(held))
 	for i := range q.cs.rules {
 		cr := &q.cs.rules[i]
 		by := cr.rule.By
+		weight := limiter.StoredForm(cr.rule.Weight) // as a log's id keeps it
 		switch {
 		case cr.rule.Quiet != nil:
 			if len(by) == 0 || (len(by) == 1 && by[0] == q.dim) {
-				out = append(out, usageEntry{cr: cr, check: q.check(cr, nil)})
+				entries = append(entries, usageEntry{cr: cr, check: q.check(cr, nil)})
 			}
 		case by[0] != q.dim:
 		case len(by) == 1:
 			e := usageEntry{cr: cr, check: q.check(cr, nil)}
-			for _, h := range held {
-				if len(h.Values) == 0 && h.Weight == cr.rule.Weight {
-					e.check.Sub = h.Sub
+			for j, h := range held {
+				if !h.Unreadable && len(h.Values) == 0 && h.Weight == weight {
+					e.check.Sub, e.held, read[j] = h.Sub, true, true
 				}
 			}
-			out = append(out, e)
+			entries = append(entries, e)
 		default:
 			others := slices.Sorted(slices.Values(by[1:]))
-			for _, h := range held {
-				if h.Weight == cr.rule.Weight && slices.Equal(h.Dimensions(), others) {
-					out = append(out, usageEntry{cr: cr, check: q.check(cr, &h), values: h.Values, hashed: h.Hashed})
+			for j, h := range held {
+				if !h.Unreadable && h.Weight == weight && slices.Equal(h.Dimensions(), others) {
+					entries = append(entries, usageEntry{cr: cr, check: q.check(cr, &h), values: h.Values, hashed: h.Hashed, held: true})
+					read[j] = true
 				}
 			}
 		}
 	}
-	return out
+	for j, h := range held {
+		if !read[j] {
+			unmatched = append(unmatched, h)
+		}
+	}
+	return entries, unmatched
 }
 
 // check reads cr's log h (nil: the one of the dimension's value alone).
@@ -205,47 +237,58 @@ func (q *recordsQuery) check(cr *compiledRule, h *limiter.HeldLog) limiter.Check
 func (q *recordsQuery) elsewhere() []elsewhere {
 	out := []elsewhere{}
 	for _, cr := range q.cs.rules {
-		if len(cr.rule.By) > 1 && cr.rule.By[0] != q.dim && slices.Contains(cr.rule.By, q.dim) {
+		if cr.rule.Quiet == nil && len(cr.rule.By) > 1 && cr.rule.By[0] != q.dim && slices.Contains(cr.rule.By, q.dim) {
 			out = append(out, elsewhere{Rule: cr.rule.Name, By: cr.rule.By, KeyedBy: cr.rule.By[0]})
 		}
 	}
 	return out
 }
 
-// reset forgets every log the entries read, logs it once at info naming
-// via and fields, counts one reset, and returns the logs forgotten.
-func (q *recordsQuery) reset(ctx context.Context, entries []usageEntry, via string, fields []zap.Field) ([]resetLog, error) {
+// reset forgets every log held under the value: those the entries read
+// and the unmatched ones. It logs it once at info naming via and fields
+// (also when the store failed part-way, saying so), counts one reset, and
+// returns the logs forgotten.
+func (q *recordsQuery) reset(ctx context.Context, entries []usageEntry, unmatched []limiter.HeldLog, via string, fields []zap.Field) ([]resetLog, error) {
 	var checks []limiter.Check
 	bySub := map[string]int{} // index into logs
 	logs := []resetLog{}
 	for _, e := range entries {
-		if e.cr.rule.Quiet != nil {
-			continue
+		if !e.held {
+			continue // nothing to forget
 		}
 		checks = append(checks, e.check)
-		// A rule by the dimension alone that holds nothing has Sub "":
-		// its weight tells it from another such rule.
-		key := e.check.Sub + "|" + e.check.Rule.Weight
-		i, ok := bySub[key]
+		i, ok := bySub[e.check.Sub]
 		if !ok {
 			values := e.values
 			if values == nil {
 				values = map[string]string{}
 			}
 			i = len(logs)
-			logs = append(logs, resetLog{Values: values})
-			bySub[key] = i
+			logs = append(logs, resetLog{Values: values, Hashed: e.hashed})
+			bySub[e.check.Sub] = i
 		}
 		logs[i].Rules = append(logs[i].Rules, e.cr.rule.Name)
 	}
-	for from := 0; from < len(checks); from += checksPerCall {
-		part := checks[from:min(from+checksPerCall, len(checks))]
+	// A log no rule reads is named by its id alone, under a rule made up
+	// for it: a reset forgets a log whatever its window.
+	anyRule := &limiter.Rule{Name: "unmatched", By: []string{q.dim}, Limit: 1, Window: limiter.Window{Duration: time.Minute}}
+	for _, h := range unmatched {
+		checks = append(checks, limiter.Check{Rule: anyRule, Values: []string{q.value}, Sub: h.Sub})
+		logs = append(logs, resetLog{Rules: []string{}, Values: h.Values, Hashed: h.Hashed})
+	}
+	var err error
+	done := 0
+	for done < len(checks) && err == nil {
+		part := checks[done:min(done+checksPerCall, len(checks))]
 		start := time.Now()
-		err := q.cs.store.Reset(ctx, &limiter.Request{Checks: part})
+		err = q.cs.store.Reset(ctx, &limiter.Request{Checks: part})
 		newStoreOp(q.cs.name, opReset).observe(start, err)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			done += len(part)
 		}
+	}
+	if done == 0 && err != nil {
+		return nil, err
 	}
 	source := resetSourceAdmin
 	if via == "console" {
@@ -255,6 +298,10 @@ func (q *recordsQuery) reset(ctx context.Context, entries []usageEntry, via stri
 	log := append([]zap.Field{zap.String("handler", q.cs.name), zap.String("dimension", q.dim), zap.Int("logs", len(logs))}, fields...)
 	if q.cs.logValues {
 		log = append(log, zap.String("value", q.value))
+	}
+	if err != nil {
+		q.cs.logger.Warn("records of one value reset in part through the "+via+": the store failed", append(log, zap.Int("checks_done", done), zap.Int("checks", len(checks)), zap.Error(err))...)
+		return nil, err
 	}
 	q.cs.logger.Info("every record of one value reset through the "+via, log...)
 	return logs, nil

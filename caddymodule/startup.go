@@ -74,20 +74,27 @@ func (h *Handler) storeFields(cfg *limiter.RedisConfig) []zap.Field {
 func (h *Handler) logStoreAtStart(ctx caddy.Context, cfg *limiter.RedisConfig) {
 	fields := h.storeFields(cfg)
 	h.logger.Info("frequency cap store", fields...)
-	s := h.redisStore()
-	if s == nil {
+	p := pooled(h.storeKey)
+	if p == nil {
+		return
+	}
+	s, ok := p.store.(*limiter.Redis)
+	if !ok {
 		return
 	}
 	logger := h.logger
 	go func() {
 		cctx, cancel := context.WithTimeout(ctx, startCheckTimeout)
-		defer cancel()
 		check := s.CheckStart(cctx)
+		cancel()
 		if ctx.Err() != nil {
 			return // unloaded meanwhile: what was cut short is no news
 		}
 		logStartCheck(logger, check, fields)
-		logWritePaths(cctx, logger, s, cfg.Cluster, fields)
+		// Its own time: a check that waited on a down node used its own.
+		wctx, cancel := context.WithTimeout(ctx, startCheckTimeout)
+		defer cancel()
+		logWritePaths(wctx, logger, p, cfg.Cluster, fields)
 	}()
 }
 

@@ -165,6 +165,9 @@ type usageEntry struct {
 	// kept as a hash.
 	values map[string]string
 	hashed []string
+	// held: the store holds the log (a records listing), so a reset of
+	// everything held forgets it.
+	held bool
 }
 
 // checksPerCall bounds the checks of one store call of a listing: a

@@ -35,6 +35,11 @@ var writePaths prometheus.Collector = writePathCollector{}
 func (writePathCollector) Describe(ch chan<- *prometheus.Desc) { ch <- writePathDesc }
 
 func (writePathCollector) Collect(ch chan<- prometheus.Metric) {
+	// Two stores may reach one node under one handler name (two cap sets
+	// of that name with other key prefixes; the old and new config during
+	// a reload): a registry refuses a series collected twice, and with it
+	// the whole scrape.
+	sent := map[[3]string]bool{}
 	stores.Range(func(_, value any) bool {
 		p := value.(*pooledStore)
 		s, ok := p.store.(*limiter.Redis)
@@ -44,7 +49,11 @@ func (writePathCollector) Collect(ch chan<- prometheus.Metric) {
 		paths := s.WritePaths()
 		for _, handler := range p.userNames() {
 			for _, n := range paths {
-				ch <- prometheus.MustNewConstMetric(writePathDesc, prometheus.GaugeValue, 1, handler, n.Node, string(n.Path))
+				key := [3]string{handler, n.Node, string(n.Path)}
+				if !sent[key] {
+					sent[key] = true
+					ch <- prometheus.MustNewConstMetric(writePathDesc, prometheus.GaugeValue, 1, handler, n.Node, string(n.Path))
+				}
 			}
 		}
 		return true
@@ -85,34 +94,69 @@ func (u *storeUsers) userNames() []string {
 	return out
 }
 
-// writePathChanges returns the store's OnWritePath: it logs a node whose
-// path changed after it was first known. The first answer of each node is
-// logged by logWritePaths, with the handler that asked. It runs on the
-// store's goroutine, so it only logs; logger is asked at each change, as
-// a reload may have replaced Caddy's.
-func writePathChanges(logger func() *zap.Logger) func(limiter.NodeWritePath) {
-	var mu sync.Mutex
-	known := map[string]limiter.WritePath{}
-	return func(n limiter.NodeWritePath) {
-		mu.Lock()
-		was, seen := known[n.Node]
-		known[n.Node] = n.Path
-		mu.Unlock()
-		if !seen || was == limiter.WriteUnknown || was == n.Path {
-			return
-		}
-		logger().Info("frequency cap store write path changed",
-			zap.String("node", n.Node), zap.String("from", string(was)), zap.String("path", string(n.Path)), zap.String("reason", n.Reason))
-	}
+// pathLog logs the write paths of one pooled store's nodes after the
+// start has logged them (logWritePaths): a change (an upgrade in place, a
+// failover to an older build), and the first answer of a node that had
+// not answered at start (Redis down then). The store calls notify on its
+// own goroutine, so it only logs; logger is asked each time, as a reload
+// may have replaced Caddy's.
+type pathLog struct {
+	mu     sync.Mutex
+	last   map[string]limiter.WritePath // by node: the path last logged
+	logger func() *zap.Logger
 }
 
-// logWritePaths asks every node of the store which write it takes and
-// logs the answers, one line a node. On a cluster single sends are always
-// one script run; the path is that of batch sends under batch drop.
-func logWritePaths(ctx context.Context, logger *zap.Logger, s *limiter.Redis, cluster bool, fields []zap.Field) {
+func newPathLog(logger func() *zap.Logger) *pathLog {
+	return &pathLog{last: map[string]limiter.WritePath{}, logger: logger}
+}
+
+// notify is the store's OnWritePath. A node's first answer is the
+// start's to log, unless the start found it unknown (see unanswered).
+func (p *pathLog) notify(n limiter.NodeWritePath) {
+	p.mu.Lock()
+	prev, seen := p.last[n.Node]
+	p.last[n.Node] = n.Path
+	p.mu.Unlock()
+	if !seen || prev == n.Path {
+		return
+	}
+	p.logger().Info("frequency cap store write path changed",
+		zap.String("node", n.Node), zap.String("from", string(prev)), zap.String("path", string(n.Path)), zap.String("reason", n.Reason))
+}
+
+// unanswered notes that the start found node unknown, so that notify logs
+// its first answer; when it has answered since, it returns that path for
+// the start to log instead.
+func (p *pathLog) unanswered(node string) (limiter.WritePath, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if prev, ok := p.last[node]; ok && prev != limiter.WriteUnknown {
+		return prev, true
+	}
+	p.last[node] = limiter.WriteUnknown
+	return limiter.WriteUnknown, false
+}
+
+// logWritePaths asks every node of the pooled store which write it takes
+// and logs the answers, one line a node, with the cap set's fields. On a
+// cluster single sends are always one script run; the path is that of
+// batch sends under batch drop.
+func logWritePaths(ctx context.Context, logger *zap.Logger, p *pooledStore, cluster bool, fields []zap.Field) {
+	s, ok := p.store.(*limiter.Redis)
+	if !ok {
+		return
+	}
 	paths, err := s.DetectWritePaths(ctx)
 	for _, n := range paths {
-		more := []zap.Field{zap.String("node", n.Node), zap.String("path", string(n.Path)), zap.String("reason", n.Reason)}
+		path, reason := n.Path, n.Reason
+		if path == limiter.WriteUnknown && p.paths != nil {
+			if answered, ok := p.paths.unanswered(n.Node); ok {
+				path, reason = answered, "answered since"
+			} else {
+				reason += "; logged when it answers"
+			}
+		}
+		more := []zap.Field{zap.String("node", n.Node), zap.String("path", string(path)), zap.String("reason", reason)}
 		if cluster {
 			more = append(more, zap.String("applies_to", "batch sends under batch drop; single sends on a cluster are one script run"))
 		}

@@ -85,7 +85,7 @@ func TestWritePathLoggedAndExported(t *testing.T) {
 			}
 			core, logs := observer.New(zapcore.DebugLevel)
 			cfg := h.Redis.resolve(caddy.NewReplacer())
-			logWritePaths(context.Background(), zap.New(core), h.redisStore(), false, h.storeFields(&cfg))
+			logWritePaths(context.Background(), zap.New(core), pooled(h.storeKey), false, h.storeFields(&cfg))
 			lines := only(logs.All(), zapcore.InfoLevel, "frequency cap store write path")
 			if len(lines) != 1 {
 				t.Fatalf("want one line for the one node; got %v", logs.All())
@@ -113,19 +113,35 @@ func TestWritePathLoggedAndExported(t *testing.T) {
 // A node whose path changes once known (an upgrade in place, a failover
 // to an older build) is logged with where it came from; its first answer
 // is not (the start logs it, with the handler), nor an answer that
-// changes nothing.
+// changes nothing. A node the start found unknown (Redis down) has its
+// first answer logged, and one that answered between the start's question
+// and its log line is logged by the start with that answer.
 func TestWritePathChangesLogged(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
-	notify := writePathChanges(func() *zap.Logger { return zap.New(core) })
-	for _, p := range []limiter.WritePath{limiter.WriteUnknown, limiter.WriteNative, limiter.WriteNative, limiter.WriteScript} {
-		notify(limiter.NodeWritePath{Node: "10.0.0.1:6379", Path: p, Reason: "r"})
+	p := newPathLog(func() *zap.Logger { return zap.New(core) })
+	for _, path := range []limiter.WritePath{limiter.WriteNative, limiter.WriteNative, limiter.WriteScript} {
+		p.notify(limiter.NodeWritePath{Node: "10.0.0.1:6379", Path: path, Reason: "r"})
 	}
-	notify(limiter.NodeWritePath{Node: "10.0.0.2:6379", Path: limiter.WriteScript})
+	p.notify(limiter.NodeWritePath{Node: "10.0.0.2:6379", Path: limiter.WriteScript})
 	got := logs.All()
 	if len(got) != 1 {
 		t.Fatalf("want one line, for native to script; got %v", got)
 	}
 	if f := got[0].ContextMap(); f["node"] != "10.0.0.1:6379" || f["from"] != "native" || f["path"] != "script" {
 		t.Errorf("the line says %v", f)
+	}
+
+	// Down at start: unknown, then its first answer is news.
+	if _, ok := p.unanswered("10.0.0.3:6379"); ok {
+		t.Fatal("a node never heard from has answered")
+	}
+	p.notify(limiter.NodeWritePath{Node: "10.0.0.3:6379", Path: limiter.WriteNative})
+	if got := logs.All(); len(got) != 2 || got[1].ContextMap()["from"] != "unknown" || got[1].ContextMap()["path"] != "native" {
+		t.Errorf("the first answer of a node unknown at start: %v", got)
+	}
+	// Answered before the start's line: the start logs the answer.
+	p.notify(limiter.NodeWritePath{Node: "10.0.0.4:6379", Path: limiter.WriteScript})
+	if path, ok := p.unanswered("10.0.0.4:6379"); !ok || path != limiter.WriteScript {
+		t.Errorf("a node that answered meanwhile: %s, %v", path, ok)
 	}
 }

@@ -37,6 +37,19 @@ type HeldLog struct {
 	Weight string
 	// Records is how many records (sends, or buckets of them) it holds.
 	Records int
+	// Unreadable marks a log whose id could not be read (Values and
+	// Weight are then empty): no rule reads it, and only its Sub can
+	// name it, to reset it.
+	Unreadable bool
+}
+
+// StoredForm is v as a HeldLog shows a value or weight: v itself, or,
+// longer than MaxValueLen, "#" and the hex of its hash.
+func StoredForm(v string) string {
+	if len(v) > MaxValueLen {
+		return string(appendValue(nil, v))
+	}
+	return v
 }
 
 // Dimensions are the names of the log's other dimensions, sorted.
@@ -70,7 +83,8 @@ func heldOf(k *keyLogs) ([]HeldLog, error) {
 		}
 		h, err := parseSub(string(l.id))
 		if err != nil {
-			return nil, err
+			// Listed all the same, so that it can be forgotten.
+			h = HeldLog{Sub: string(l.id), Values: map[string]string{}, Unreadable: true}
 		}
 		h.Records = len(l.entries)
 		out = append(out, h)
@@ -197,17 +211,37 @@ func (s *Redis) Held(ctx context.Context, dim, value string, now time.Time) ([]H
 	return heldOf(k)
 }
 
-// Held implements Lister: the primary's, or the local store's while the
-// primary fails.
+// Held implements Lister: the logs of both stores, the primary's first
+// (a log the local store recorded during an outage is held too, and
+// enforced again at the next), or the local store's alone while the
+// primary fails. A log both hold is listed once, with the primary's
+// records.
 func (f *Fallback) Held(ctx context.Context, dim, value string, now time.Time) ([]HeldLog, error) {
-	if l, ok := f.primary.(Lister); ok {
-		held, err := l.Held(ctx, dim, value, now)
-		if err == nil || !fails(err) {
-			return held, err
+	pl, pok := f.primary.(Lister)
+	ll, lok := f.local.(Lister)
+	if !pok || !lok {
+		return nil, fmt.Errorf("%w: the store cannot list what it holds", ErrStore)
+	}
+	local, err := ll.Held(ctx, dim, value, now)
+	if err != nil {
+		return nil, err
+	}
+	held, err := pl.Held(ctx, dim, value, now)
+	if err != nil {
+		if fails(err) {
+			return local, nil
+		}
+		return nil, err
+	}
+	seen := make(map[string]bool, len(held))
+	for _, h := range held {
+		seen[h.Sub] = true
+	}
+	for _, h := range local {
+		if !seen[h.Sub] {
+			held = append(held, h)
 		}
 	}
-	if l, ok := f.local.(Lister); ok {
-		return l.Held(ctx, dim, value, now)
-	}
-	return nil, fmt.Errorf("%w: the store cannot list what it holds", ErrStore)
+	sort.Slice(held, func(i, j int) bool { return held[i].Sub < held[j].Sub })
+	return held, nil
 }

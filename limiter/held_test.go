@@ -130,3 +130,30 @@ func TestParseSubRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// Behind on_error local, what the local store recorded during an outage
+// is held too (it is enforced again at the next one): Fallback.Held lists
+// the logs of both stores, each once.
+func TestFallbackHeldListsBothStores(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 9, 12, 0, 0, 0, time.UTC)
+	primary := NewMemory(MemoryOptions{SweepInterval: -1})
+	local := NewMemory(MemoryOptions{SweepInterval: -1})
+	f := NewFallback(primary, local, 2)
+	defer f.Close()
+	rules := seedRules()
+	mustDecide(t, primary, req(now, vals{"recipient": "amy", "content": "hi"}, rules...))
+	mustDecide(t, local, req(now, vals{"recipient": "amy", "content": "hi"}, rules...))
+	mustDecide(t, local, req(now, vals{"recipient": "amy", "content": "during the outage"}, rules...))
+	held, err := f.Held(ctx, "recipient", "amy", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, h := range held {
+		got = append(got, h.Values["content"])
+	}
+	if strings.Join(got, "|") != "|during the outage|hi" {
+		t.Errorf("held %q; want her own log, then the two contents, each once", got)
+	}
+}
