@@ -368,7 +368,7 @@ func nativeOff(opts RedisOptions) string {
 	case opts.ScriptOnly:
 		return "script_only: every decision is made in freqcap.lua"
 	case opts.NoNativeWrite:
-		return "native writes turned off (native_write off): commit.lua"
+		return "native writes turned off (native_write off, NoNativeWrite): commit.lua"
 	}
 	return ""
 }
