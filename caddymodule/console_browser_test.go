@@ -218,11 +218,15 @@ func TestConsoleBrowser(t *testing.T) {
 	read(t, b, "clearing the content", chromedp.Evaluate[string](`document.querySelector('`+push+`input[name="content"]').value = ""`))
 
 	const evil = `<script>alert(1)</script><img src=x onerror=alert(2)>`
-	expectStatus(t, g.send("/push", map[string]any{"to": evil, "content": "hi"}), http.StatusOK)
+	// Sent twice, so that the look-up's view (2 used) cannot be taken for
+	// the one before it (dave's usage, 1 used).
+	for i := 0; i < 2; i++ {
+		expectStatus(t, g.send("/push", map[string]any{"to": evil, "content": "hi"}), http.StatusOK)
+	}
 	b.do(t, "looking up a recipient named with markup",
 		chromedp.SetValue(push+`input[name="recipient"]`, evil),
 		chromedp.Click(push+`button[type="submit"]`),
-		chromedp.WaitVisible(perMinute("1")),
+		chromedp.WaitVisible(perMinute("2")),
 	)
 	heading = read(t, b, "the heading", chromedp.Text(push+`.for`))
 	injected := read(t, b, "injected elements", chromedp.Evaluate[int](`document.querySelectorAll("main script, main img").length`))
