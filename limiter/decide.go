@@ -26,17 +26,8 @@ func decideOn(src keySource, p *plan, now int64, record bool) (bool, error) {
 	admitted := true
 	for si := range p.sections {
 		s := &p.sections[si]
-		k := sameKey(p, si, keys)
-		if k == nil && !p.keySeen(si) {
-			k = src.lookup(p, si, now)
-		}
+		k, l := sectionLog(src, p, si, keys, now)
 		keys = append(keys, k)
-		l := &emptyLog
-		if k != nil {
-			if found := k.find(p.sub(s)); found != nil {
-				l = found
-			}
-		}
 		for ri := s.r0; ri < s.r1; ri++ {
 			r, err := l.evaluate(&p.rules[ri], s.cost, now)
 			if err != nil {
@@ -83,4 +74,20 @@ func sameKey(p *plan, si int, keys []*keyLogs) *keyLogs {
 		}
 	}
 	return nil
+}
+
+// sectionLog returns the key of section si (looked up in src unless an
+// earlier section, whose keys are keys, read it) and the section's log in
+// it (emptyLog when either is missing).
+func sectionLog(src keySource, p *plan, si int, keys []*keyLogs, now int64) (*keyLogs, *subLog) {
+	k := sameKey(p, si, keys)
+	if k == nil && !p.keySeen(si) {
+		k = src.lookup(p, si, now)
+	}
+	if k != nil {
+		if found := k.find(p.sub(&p.sections[si])); found != nil {
+			return k, found
+		}
+	}
+	return k, &emptyLog
 }

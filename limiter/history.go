@@ -38,17 +38,8 @@ func historyOn(src keySource, p *plan, now int64, checks int) ([]Sends, error) {
 	keys := make([]*keyLogs, 0, len(p.sections))
 	for si := range p.sections {
 		s := &p.sections[si]
-		k := sameKey(p, si, keys)
-		if k == nil && !p.keySeen(si) {
-			k = src.lookup(p, si, now)
-		}
+		k, l := sectionLog(src, p, si, keys, now)
 		keys = append(keys, k)
-		l := &emptyLog
-		if k != nil {
-			if found := k.find(p.sub(s)); found != nil {
-				l = found
-			}
-		}
 		for ri := s.r0; ri < s.r1; ri++ {
 			r := &p.rules[ri]
 			from := now - r.window
