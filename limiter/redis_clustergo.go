@@ -64,30 +64,11 @@ func (s *Redis) decideClusterBatch(ctx context.Context, mf masterFinder, entryCa
 		return nil
 	}
 
-	waitCtx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
-	gaveUp := func() error {
-		if err := ctx.Err(); err != nil {
-			return classify(err)
-		}
-		return s.timedOut()
-	}
 	var goCalls []*call
 	for _, calls := range byNode {
 		goCalls = append(goCalls, calls...)
 	}
-	ls, err := s.leases.acquire(waitCtx, goCalls)
-	if err != nil {
-		return gaveUp()
-	}
-	if err := ctx.Err(); err != nil {
-		s.leases.release(ls)
-		return classify(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer s.leases.release(ls)
+	return s.underLeases(ctx, goCalls, func() {
 		var wg sync.WaitGroup
 		if len(scripted) > 0 {
 			wg.Add(1)
@@ -106,15 +87,7 @@ func (s *Redis) decideClusterBatch(ctx context.Context, mf masterFinder, entryCa
 			}()
 		}
 		wg.Wait()
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-waitCtx.Done():
-		// The writes may still land: an over-count until their records
-		// leave their windows, never an over-admission.
-		return gaveUp()
-	}
+	})
 }
 
 // pickClusterInGo picks the calls decided in Go: those of entries with one

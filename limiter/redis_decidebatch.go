@@ -157,6 +157,19 @@ func (s *Redis) hotBatch(calls []*call, mode BatchMode) bool {
 // store that shares a key with it waits for it first (keyLeases). It waits
 // at most the store's timeout, or until ctx ends.
 func (s *Redis) decideBatchInGo(ctx context.Context, calls []*call, perComponent bool) error {
+	return s.underLeases(ctx, calls, func() {
+		if held := s.roundTrip(nil, calls, perComponent); held != nil {
+			s.roundTrip(held, nil, false)
+		}
+	})
+}
+
+// underLeases runs write once this store's leases on the keys of calls
+// are held (keyLeases: batch sends that share a key take turns on it),
+// and waits for it at most the store's timeout, or until ctx ends. The
+// leases end when write has returned, even after the caller has stopped
+// waiting; write must land or fail by itself.
+func (s *Redis) underLeases(ctx context.Context, calls []*call, write func()) error {
 	waitCtx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	// gaveUp is the error once waitCtx has ended: the caller's, or the
@@ -180,18 +193,14 @@ func (s *Redis) decideBatchInGo(ctx context.Context, calls []*call, perComponent
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		// The lease ends when the write has landed (or failed), even
-		// after the caller has stopped waiting.
 		defer s.leases.release(ls)
-		if held := s.roundTrip(nil, calls, perComponent); held != nil {
-			s.roundTrip(held, nil, false)
-		}
+		write()
 	}()
 	select {
 	case <-done:
 		return nil
 	case <-waitCtx.Done():
-		// The write may still land: an over-count until its records
+		// The writes may still land: an over-count until their records
 		// leave their windows, never an over-admission.
 		return gaveUp()
 	}
