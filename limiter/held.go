@@ -167,7 +167,7 @@ func heldRequest(dim, value string, now time.Time) *Request {
 // Held implements Lister.
 func (m *Memory) Held(_ context.Context, dim, value string, now time.Time) ([]HeldLog, error) {
 	var held []HeldLog
-	err := m.reading(heldRequest(dim, value, now), func(p *plan, tx *memTxn, now int64) (err error) {
+	err := m.locked(heldRequest(dim, value, now), func(p *plan, tx *memTxn, now int64) (err error) {
 		held, err = heldOf(tx.lookup(p, 0, now))
 		return err
 	})

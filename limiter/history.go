@@ -68,26 +68,11 @@ func historyOn(src keySource, p *plan, now int64, checks int) ([]Sends, error) {
 // History implements Historian.
 func (m *Memory) History(_ context.Context, req *Request) ([]Sends, error) {
 	var sends []Sends
-	err := m.reading(req, func(p *plan, tx *memTxn, now int64) (err error) {
+	err := m.locked(req, func(p *plan, tx *memTxn, now int64) (err error) {
 		sends, err = historyOn(tx, p, now, len(req.Checks))
 		return err
 	})
 	return sends, err
-}
-
-// reading runs read over req's plan with its keys' shards locked, at
-// req's time (the store's clock when zero), writing nothing.
-func (m *Memory) reading(req *Request, read func(p *plan, tx *memTxn, now int64) error) error {
-	now := m.clock(req)
-	w := m.work()
-	defer w.release()
-	p, tx := &w.plan, &w.tx
-	if err := p.build("", req, now); err != nil {
-		return err
-	}
-	tx.lock(p)
-	defer tx.unlock()
-	return read(p, tx, now.UnixMilli())
 }
 
 // History implements Historian: one pipeline of a GET a key (and TIME,

@@ -148,6 +148,24 @@ func (m *Memory) Refund(ctx context.Context, id string) (bool, error) {
 
 // Reset implements Store.
 func (m *Memory) Reset(ctx context.Context, req *Request) error {
+	return m.locked(req, func(p *plan, tx *memTxn, now int64) error {
+		for si := range p.sections {
+			s := &p.sections[si]
+			if k := tx.lookup(p, si, now); k != nil {
+				if l := k.find(p.sub(s)); l != nil {
+					l.forget()
+					k.refreshExpiry()
+					tx.touch(k)
+				}
+			}
+		}
+		return tx.commit()
+	})
+}
+
+// locked runs fn over req's plan with its keys' shards locked, at req's
+// time (the store's clock when zero); what fn changes, it commits itself.
+func (m *Memory) locked(req *Request, fn func(p *plan, tx *memTxn, now int64) error) error {
 	now := m.clock(req)
 	w := m.work()
 	defer w.release()
@@ -157,17 +175,7 @@ func (m *Memory) Reset(ctx context.Context, req *Request) error {
 	}
 	tx.lock(p)
 	defer tx.unlock()
-	for si := range p.sections {
-		s := &p.sections[si]
-		if k := tx.lookup(p, si, now.UnixMilli()); k != nil {
-			if l := k.find(p.sub(s)); l != nil {
-				l.forget()
-				k.refreshExpiry()
-				tx.touch(k)
-			}
-		}
-	}
-	return tx.commit()
+	return fn(p, tx, now.UnixMilli())
 }
 
 // Close stops the sweeper.

@@ -93,22 +93,7 @@ func Client(tb testing.TB) *redis.Client {
 // ("--name value" pairs) and stops it at the end of the test.
 func Start(tb testing.TB, args ...string) *Server {
 	tb.Helper()
-	path := need(tb)
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			tb.Fatalf("finding a free port: %v", err)
-		}
-		s, err := startOn(tb, path, port, args)
-		if err == nil {
-			tb.Cleanup(s.Stop)
-			return s
-		}
-		lastErr = err
-	}
-	tb.Fatalf("starting redis-server: %v", lastErr)
-	return nil
+	return StartBuild(tb, need(tb), args...)
 }
 
 func startOn(tb testing.TB, path string, port int, args []string) (*Server, error) {
