@@ -10,7 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
-	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
 // TestUnmarshalCaddyfile proves that every subdirective lands in its JSON
@@ -84,7 +84,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			}`,
 			want: &Handler{
 				Name:       "push",
-				Redis:      &RedisConfig{RedisConfig: limiter.RedisConfig{URL: "redis://127.0.0.1:6379/0", PoolSize: 32}, Timeout: caddy.Duration(50 * time.Millisecond)},
+				Redis:      &RedisConfig{Config: redisstore.Config{URL: "redis://127.0.0.1:6379/0", PoolSize: 32}, Timeout: caddy.Duration(50 * time.Millisecond)},
 				KeyPrefix:  "fc:",
 				OnError:    "deny",
 				OnMissing:  "skip",
@@ -124,7 +124,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			}`,
 			want: &Handler{
 				Redis: &RedisConfig{
-					RedisConfig: limiter.RedisConfig{
+					Config: redisstore.Config{
 						Addresses: []string{"10.0.0.1:7000", "10.0.0.2:7000"}, Cluster: true, Username: "gw",
 						Password: "{env.REDIS_PASSWORD}", TLS: true, TLSCA: "/etc/ca.pem", TLSServerName: "redis.internal",
 					},
@@ -150,7 +150,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				}
 			}`,
 			want: &Handler{
-				Redis:      &RedisConfig{RedisConfig: limiter.RedisConfig{Addresses: []string{"10.0.0.1:26379"}, SentinelMaster: "mymaster", DB: 2}},
+				Redis:      &RedisConfig{Config: redisstore.Config{Addresses: []string{"10.0.0.1:26379"}, SentinelMaster: "mymaster", DB: 2}},
 				Dimensions: map[string]string{"r": "{json.to}"},
 				Rules:      []RuleConfig{{Name: "daily", By: []string{"r"}, Limit: 50, Window: caddy.Duration(24 * time.Hour)}},
 			},

@@ -5,7 +5,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
 // Defaults of the handler's configuration.
@@ -132,7 +132,7 @@ type ExemptConfig struct {
 // Sentinel or Cluster. Every string field may use global placeholders such
 // as {env.REDIS_URL}.
 type RedisConfig struct {
-	limiter.RedisConfig
+	redisstore.Config
 
 	// Timeout bounds every store call a request makes: no request waits
 	// longer, whatever on_error says happens next. Default 100ms.
@@ -144,8 +144,8 @@ type RedisConfig struct {
 
 // resolve returns the engine's config with placeholders replaced and the
 // durations carried over.
-func (c *RedisConfig) resolve(repl *caddy.Replacer) limiter.RedisConfig {
-	out := c.RedisConfig
+func (c *RedisConfig) resolve(repl *caddy.Replacer) redisstore.Config {
+	out := c.Config
 	out.URL = repl.ReplaceKnown(out.URL, "")
 	out.Addresses = make([]string, len(c.Addresses))
 	for i, a := range c.Addresses {

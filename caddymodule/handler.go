@@ -18,6 +18,7 @@ import (
 
 	"github.com/freqcap/caddy-freqcap/internal/answer"
 	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
 func init() {
@@ -222,8 +223,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("frequency_cap %s: %w", h.Name, err)
 	}
 
-	var cfg *limiter.RedisConfig
-	h.timeout = limiter.DefaultTimeout
+	var cfg *redisstore.Config
+	h.timeout = redisstore.DefaultTimeout
 	if h.Redis != nil {
 		c := h.Redis.resolve(caddy.NewReplacer())
 		if err := c.Validate(); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
 // warnInterval is how often, at most, a failing store is logged.
@@ -153,7 +154,7 @@ func (w *storeWarnings) write(n int64, op string, err error) {
 		zap.Duration("interval", w.interval),
 		zap.String("op", op),
 		zap.String("on_error", w.onError),
-		zap.String("reason", limiter.Reason(err)),
+		zap.String("reason", redisstore.Reason(err)),
 		zap.Error(err))
 }
 

@@ -10,6 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/memstore"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
 // stores holds the stores (and their Redis clients) of every loaded
@@ -41,7 +43,7 @@ func (p *pooledStore) Destruct() error {
 
 // storeKey identifies a store: handlers with equal keys share one. cfg is
 // the resolved Redis config, or nil for the memory store.
-func storeKey(cfg *limiter.RedisConfig, prefix string) (string, error) {
+func storeKey(cfg *redisstore.Config, prefix string) (string, error) {
 	if cfg == nil {
 		return "memory|" + prefix, nil
 	}
@@ -53,9 +55,9 @@ func storeKey(cfg *limiter.RedisConfig, prefix string) (string, error) {
 }
 
 // newStore builds the store a key names; it does not connect.
-func newStore(cfg *limiter.RedisConfig, prefix string) (*pooledStore, error) {
+func newStore(cfg *redisstore.Config, prefix string) (*pooledStore, error) {
 	if cfg == nil {
-		return &pooledStore{store: limiter.NewMemory(limiter.MemoryOptions{})}, nil
+		return &pooledStore{store: memstore.New(memstore.Options{})}, nil
 	}
 	client, err := cfg.NewClient()
 	if err != nil {
@@ -64,7 +66,7 @@ func newStore(cfg *limiter.RedisConfig, prefix string) (*pooledStore, error) {
 	// The config knows whether it asked for a cluster; a client behind a
 	// wrapper would not show it.
 	paths := newPathLog(moduleLogger)
-	s := limiter.NewRedis(client, limiter.RedisOptions{Prefix: prefix, Timeout: cfg.EffectiveTimeout(), Cluster: cfg.Cluster, ScriptOnly: cfg.ScriptOnly,
+	s := redisstore.New(client, redisstore.Options{Prefix: prefix, Timeout: cfg.EffectiveTimeout(), Cluster: cfg.Cluster, ScriptOnly: cfg.ScriptOnly,
 		NoNativeWrite: cfg.NoNativeWrite, OnWritePath: paths.notify})
 	return &pooledStore{store: s, client: client, paths: paths}, nil
 }
@@ -75,7 +77,7 @@ func moduleLogger() *zap.Logger { return caddy.Log().Named("http.handlers.freque
 
 // acquireStore loads or creates the handler's store and remembers its key
 // for Cleanup.
-func (h *Handler) acquireStore(cfg *limiter.RedisConfig) error {
+func (h *Handler) acquireStore(cfg *redisstore.Config) error {
 	key, err := storeKey(cfg, h.KeyPrefix)
 	if err != nil {
 		return err
@@ -97,7 +99,7 @@ func (h *Handler) acquireStore(cfg *limiter.RedisConfig) error {
 	// its share; pooled like the others, so it outlives a reload.
 	key = "local|" + h.Name + "|" + h.KeyPrefix
 	v, _, err = stores.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return &pooledStore{store: limiter.NewMemory(limiter.MemoryOptions{})}, nil
+		return &pooledStore{store: memstore.New(memstore.Options{})}, nil
 	})
 	if err != nil {
 		return err

@@ -9,12 +9,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
 // This file makes a misconfigured store loud at start. Provision logs
 // which store each cap set uses and where; for Redis it then checks the
-// store in the background (limiter.Redis.CheckStart, a few commands per
+// store in the background (redisstore.Store.CheckStart, a few commands per
 // node, bounded by startCheckTimeout) and logs what the operator must act
 // on: a store that cannot be reached (every decision would go to
 // on_error), a command or key the Redis user may not use, an eviction
@@ -30,7 +30,7 @@ const startCheckTimeout = 3 * time.Second
 
 // storeFields describe where a cap set keeps its counts, for the start
 // log: never a password.
-func (h *Handler) storeFields(cfg *limiter.RedisConfig) []zap.Field {
+func (h *Handler) storeFields(cfg *redisstore.Config) []zap.Field {
 	fields := []zap.Field{zap.String("handler", h.Name)}
 	if cfg == nil {
 		return append(fields, zap.String("store", storeMemory))
@@ -71,14 +71,14 @@ func (h *Handler) storeFields(cfg *limiter.RedisConfig) []zap.Field {
 
 // logStoreAtStart logs the cap set's store at info and, for Redis, starts
 // the start check; ctx ends the check early when the config is unloaded.
-func (h *Handler) logStoreAtStart(ctx caddy.Context, cfg *limiter.RedisConfig) {
+func (h *Handler) logStoreAtStart(ctx caddy.Context, cfg *redisstore.Config) {
 	fields := h.storeFields(cfg)
 	h.logger.Info("frequency cap store", fields...)
 	p := pooled(h.storeKey)
 	if p == nil {
 		return
 	}
-	s, ok := p.store.(*limiter.Redis)
+	s, ok := p.store.(*redisstore.Store)
 	if !ok {
 		return
 	}
@@ -99,18 +99,18 @@ func (h *Handler) logStoreAtStart(ctx caddy.Context, cfg *limiter.RedisConfig) {
 }
 
 // redisStore is the handler's Redis store, or nil for the memory store.
-func (h *Handler) redisStore() *limiter.Redis {
+func (h *Handler) redisStore() *redisstore.Store {
 	p := pooled(h.storeKey)
 	if p == nil {
 		return nil
 	}
-	s, _ := p.store.(*limiter.Redis)
+	s, _ := p.store.(*redisstore.Store)
 	return s
 }
 
 // logStartCheck logs what a start check found that needs the operator, or
 // one line saying that the store is ready.
-func logStartCheck(logger *zap.Logger, check limiter.StartCheck, fields []zap.Field) {
+func logStartCheck(logger *zap.Logger, check redisstore.StartCheck, fields []zap.Field) {
 	with := func(more ...zap.Field) []zap.Field { return append(append([]zap.Field{}, fields...), more...) }
 	if check.Err != nil && len(check.Nodes) == 0 {
 		logger.Warn("frequency cap store unreachable at start: decisions go to on_error until it answers", with(zap.Error(check.Err))...)
@@ -130,7 +130,7 @@ func logStartCheck(logger *zap.Logger, check limiter.StartCheck, fields []zap.Fi
 				with(node, zap.String("command", r.Command), zap.String("keys", r.Keys), zap.Bool("in_script", r.InScript), zap.String("reason", r.Reason))...)
 		}
 		switch {
-		case limiter.EvictsCounts(n.EvictionPolicy):
+		case redisstore.EvictsCounts(n.EvictionPolicy):
 			logger.Warn("frequency cap store: redis may evict counts at maxmemory (every key has a TTL, so volatile-* evicts them too): set maxmemory-policy noeviction",
 				with(node, zap.String("maxmemory_policy", n.EvictionPolicy), zap.Int64("maxmemory", n.MaxMemory))...)
 		case n.EvictionPolicy == "":

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/freqcap/caddy-freqcap/internal/redistest"
-	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
 // startCheckLogs provisions a handler from JSON whose caps use the Redis
@@ -64,14 +64,14 @@ func TestStartCheckLogs(t *testing.T) {
 	t.Run("fields", func(t *testing.T) {
 		h := &Handler{Name: "push", KeyPrefix: "fc:", OnError: OnErrorLocal, LocalDivisor: 3}
 		for _, c := range []struct {
-			cfg  *limiter.RedisConfig
+			cfg  *redisstore.Config
 			want map[string]any
 		}{
 			{nil, map[string]any{"store": "memory"}},
-			{&limiter.RedisConfig{URL: "redis://gw:hunter2@10.0.0.5:6380/2"}, map[string]any{"store": "redis", "db": int64(2), "user": "gw", "local_divisor": int64(3)}},
-			{&limiter.RedisConfig{}, map[string]any{"store": "redis", "key_prefix": "fc:", "on_error": "local"}},
-			{&limiter.RedisConfig{Addresses: []string{"n1:7000", "n2:7000"}, Cluster: true}, map[string]any{"store": "redis cluster"}},
-			{&limiter.RedisConfig{Addresses: []string{"s1:26379"}, SentinelMaster: "mymaster"}, map[string]any{"store": "redis sentinel", "sentinel_master": "mymaster"}},
+			{&redisstore.Config{URL: "redis://gw:hunter2@10.0.0.5:6380/2"}, map[string]any{"store": "redis", "db": int64(2), "user": "gw", "local_divisor": int64(3)}},
+			{&redisstore.Config{}, map[string]any{"store": "redis", "key_prefix": "fc:", "on_error": "local"}},
+			{&redisstore.Config{Addresses: []string{"n1:7000", "n2:7000"}, Cluster: true}, map[string]any{"store": "redis cluster"}},
+			{&redisstore.Config{Addresses: []string{"s1:26379"}, SentinelMaster: "mymaster"}, map[string]any{"store": "redis sentinel", "sentinel_master": "mymaster"}},
 		} {
 			core, logs := observer.New(zapcore.InfoLevel)
 			zap.New(core).Info("x", h.storeFields(c.cfg)...)
@@ -159,7 +159,7 @@ func TestOutOfMemoryLoggedAndCounted(t *testing.T) {
 	defer admin.Close()
 	h, logs := observed(t, fmt.Sprintf(`{"name": "oomtest", "redis": {"addresses": [%q]}, "on_error": "deny", "key_prefix": "oom:",
 		"dimensions": {"r": "{json.to}"}, "rules": [{"name": "r", "by": ["r"], "limit": 5, "window": 60000000000}]}`, srv.Addr), time.Hour)
-	counter := storeReasonsVec().WithLabelValues("oomtest", limiter.ReasonOutOfMemory)
+	counter := storeReasonsVec().WithLabelValues("oomtest", redisstore.ReasonOutOfMemory)
 	before := counted(t, counter)
 	if w := serve(t, h, `{"to": "alice"}`); w.Code != http.StatusOK {
 		t.Fatalf("before maxmemory: %d", w.Code)
@@ -176,7 +176,7 @@ func TestOutOfMemoryLoggedAndCounted(t *testing.T) {
 		t.Errorf("store_error_reasons_total{reason=out_of_memory} rose by %v, want 1", got)
 	}
 	warned := only(logs.All(), zapcore.WarnLevel, "store failing")
-	if len(warned) != 1 || warned[0].ContextMap()["reason"] != limiter.ReasonOutOfMemory {
+	if len(warned) != 1 || warned[0].ContextMap()["reason"] != redisstore.ReasonOutOfMemory {
 		t.Fatalf("want one warning with reason out_of_memory; got %v", logs.All())
 	}
 }

@@ -5,11 +5,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
 // storeReasons is caddy_frequency_cap_store_error_reasons_total: store
-// failures by why they failed (limiter.Reason), so that an alert can tell
+// failures by why they failed (redisstore.Reason), so that an alert can tell
 // a Redis at maxmemory (out_of_memory) or a user without a permission
 // (no_permission), which need an operator, from timeouts and outages,
 // which pass. store_errors_total counts the same failures by operation.
@@ -35,8 +35,8 @@ type reasonCounters map[string]prometheus.Counter
 
 func newReasonCounters(handler string) reasonCounters {
 	rc := reasonCounters{}
-	for _, r := range []string{limiter.ReasonTimeout, limiter.ReasonUnreachable, limiter.ReasonOutOfMemory, limiter.ReasonPermission,
-		limiter.ReasonRefused, limiter.ReasonClockSkew, limiter.ReasonOther} {
+	for _, r := range []string{redisstore.ReasonTimeout, redisstore.ReasonUnreachable, redisstore.ReasonOutOfMemory, redisstore.ReasonPermission,
+		redisstore.ReasonRefused, redisstore.ReasonClockSkew, redisstore.ReasonOther} {
 		rc[r] = storeReasonsVec().WithLabelValues(handler, r)
 	}
 	return rc
@@ -45,7 +45,7 @@ func newReasonCounters(handler string) reasonCounters {
 // count counts a failure; nil counters (a handler in a test built without
 // Provision) count nothing.
 func (rc reasonCounters) count(err error) {
-	if c := rc[limiter.Reason(err)]; c != nil {
+	if c := rc[redisstore.Reason(err)]; c != nil {
 		c.Inc()
 	}
 }

@@ -7,11 +7,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
 // This file shows the operator which write each Redis node takes for the
-// decisions made in Go (limiter.WritePath): native, SET … IFEQ where the
+// decisions made in Go (redisstore.WritePath): native, SET … IFEQ where the
 // server has it (Valkey 8.1, Redis 8.4), or script, commit.lua elsewhere.
 // Only the Redis CPU a decision costs depends on it, so it is a fact to
 // see, not an error: logged at start (logWritePaths), logged again when a
@@ -42,7 +42,7 @@ func (writePathCollector) Collect(ch chan<- prometheus.Metric) {
 	sent := map[[3]string]bool{}
 	stores.Range(func(_, value any) bool {
 		p := value.(*pooledStore)
-		s, ok := p.store.(*limiter.Redis)
+		s, ok := p.store.(*redisstore.Store)
 		if !ok {
 			return true
 		}
@@ -102,17 +102,17 @@ func (u *storeUsers) userNames() []string {
 // may have replaced Caddy's.
 type pathLog struct {
 	mu     sync.Mutex
-	last   map[string]limiter.WritePath // by node: the path last logged
+	last   map[string]redisstore.WritePath // by node: the path last logged
 	logger func() *zap.Logger
 }
 
 func newPathLog(logger func() *zap.Logger) *pathLog {
-	return &pathLog{last: map[string]limiter.WritePath{}, logger: logger}
+	return &pathLog{last: map[string]redisstore.WritePath{}, logger: logger}
 }
 
 // notify is the store's OnWritePath. A node's first answer is the
 // start's to log, unless the start found it unknown (see unanswered).
-func (p *pathLog) notify(n limiter.NodeWritePath) {
+func (p *pathLog) notify(n redisstore.NodeWritePath) {
 	p.mu.Lock()
 	prev, seen := p.last[n.Node]
 	p.last[n.Node] = n.Path
@@ -127,14 +127,14 @@ func (p *pathLog) notify(n limiter.NodeWritePath) {
 // unanswered notes that the start found node unknown, so that notify logs
 // its first answer; when it has answered since, it returns that path for
 // the start to log instead.
-func (p *pathLog) unanswered(node string) (limiter.WritePath, bool) {
+func (p *pathLog) unanswered(node string) (redisstore.WritePath, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if prev, ok := p.last[node]; ok && prev != limiter.WriteUnknown {
+	if prev, ok := p.last[node]; ok && prev != redisstore.WriteUnknown {
 		return prev, true
 	}
-	p.last[node] = limiter.WriteUnknown
-	return limiter.WriteUnknown, false
+	p.last[node] = redisstore.WriteUnknown
+	return redisstore.WriteUnknown, false
 }
 
 // logWritePaths asks every node of the pooled store which write it takes
@@ -142,14 +142,14 @@ func (p *pathLog) unanswered(node string) (limiter.WritePath, bool) {
 // cluster single sends are always one script run; the path is that of
 // batch sends under batch drop.
 func logWritePaths(ctx context.Context, logger *zap.Logger, p *pooledStore, cluster bool, fields []zap.Field) {
-	s, ok := p.store.(*limiter.Redis)
+	s, ok := p.store.(*redisstore.Store)
 	if !ok {
 		return
 	}
 	paths, err := s.DetectWritePaths(ctx)
 	for _, n := range paths {
 		path, reason := n.Path, n.Reason
-		if path == limiter.WriteUnknown && p.paths != nil {
+		if path == redisstore.WriteUnknown && p.paths != nil {
 			if answered, ok := p.paths.unanswered(n.Node); ok {
 				path, reason = answered, "answered since"
 			} else {

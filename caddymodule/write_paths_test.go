@@ -14,19 +14,19 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/freqcap/caddy-freqcap/internal/redistest"
-	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
 // serverWritePath is the write a node of srv should take, from the
 // server itself (does SET … IFEQ run?), held to FREQCAP_EXPECT_WRITE_PATH
 // when CI sets it for the build under test.
-func serverWritePath(t *testing.T, addr string) limiter.WritePath {
+func serverWritePath(t *testing.T, addr string) redisstore.WritePath {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	want := limiter.WriteScript
+	want := redisstore.WriteScript
 	if redistest.HasSetIFEQ(t, c, "wp:probe") {
-		want = limiter.WriteNative
+		want = redisstore.WriteNative
 	}
 	if env := os.Getenv("FREQCAP_EXPECT_WRITE_PATH"); env != "" && env != string(want) {
 		t.Fatalf("FREQCAP_EXPECT_WRITE_PATH=%s, but the server at %s takes %s writes", env, addr, want)
@@ -71,11 +71,11 @@ func TestWritePathLoggedAndExported(t *testing.T) {
 	want := serverWritePath(t, srv.Addr)
 	for _, c := range []struct {
 		name, redis string
-		path        limiter.WritePath
+		path        redisstore.WritePath
 	}{
 		{"wp_default", fmt.Sprintf(`{"addresses": [%q]}`, srv.Addr), want},
-		{"wp_script_only", fmt.Sprintf(`{"addresses": [%q], "script_only": true}`, srv.Addr), limiter.WriteScript},
-		{"wp_native_off", fmt.Sprintf(`{"addresses": [%q], "no_native_write": true}`, srv.Addr), limiter.WriteScript},
+		{"wp_script_only", fmt.Sprintf(`{"addresses": [%q], "script_only": true}`, srv.Addr), redisstore.WriteScript},
+		{"wp_native_off", fmt.Sprintf(`{"addresses": [%q], "no_native_write": true}`, srv.Addr), redisstore.WriteScript},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h, err := load(t, fmt.Sprintf(`{"name": %q, "redis": %s, "key_prefix": "wp:",
@@ -119,10 +119,10 @@ func TestWritePathLoggedAndExported(t *testing.T) {
 func TestWritePathChangesLogged(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	p := newPathLog(func() *zap.Logger { return zap.New(core) })
-	for _, path := range []limiter.WritePath{limiter.WriteNative, limiter.WriteNative, limiter.WriteScript} {
-		p.notify(limiter.NodeWritePath{Node: "10.0.0.1:6379", Path: path, Reason: "r"})
+	for _, path := range []redisstore.WritePath{redisstore.WriteNative, redisstore.WriteNative, redisstore.WriteScript} {
+		p.notify(redisstore.NodeWritePath{Node: "10.0.0.1:6379", Path: path, Reason: "r"})
 	}
-	p.notify(limiter.NodeWritePath{Node: "10.0.0.2:6379", Path: limiter.WriteScript})
+	p.notify(redisstore.NodeWritePath{Node: "10.0.0.2:6379", Path: redisstore.WriteScript})
 	got := logs.All()
 	if len(got) != 1 {
 		t.Fatalf("want one line, for native to script; got %v", got)
@@ -135,13 +135,13 @@ func TestWritePathChangesLogged(t *testing.T) {
 	if _, ok := p.unanswered("10.0.0.3:6379"); ok {
 		t.Fatal("a node never heard from has answered")
 	}
-	p.notify(limiter.NodeWritePath{Node: "10.0.0.3:6379", Path: limiter.WriteNative})
+	p.notify(redisstore.NodeWritePath{Node: "10.0.0.3:6379", Path: redisstore.WriteNative})
 	if got := logs.All(); len(got) != 2 || got[1].ContextMap()["from"] != "unknown" || got[1].ContextMap()["path"] != "native" {
 		t.Errorf("the first answer of a node unknown at start: %v", got)
 	}
 	// Answered before the start's line: the start logs the answer.
-	p.notify(limiter.NodeWritePath{Node: "10.0.0.4:6379", Path: limiter.WriteScript})
-	if path, ok := p.unanswered("10.0.0.4:6379"); !ok || path != limiter.WriteScript {
+	p.notify(redisstore.NodeWritePath{Node: "10.0.0.4:6379", Path: redisstore.WriteScript})
+	if path, ok := p.unanswered("10.0.0.4:6379"); !ok || path != redisstore.WriteScript {
 		t.Errorf("a node that answered meanwhile: %s, %v", path, ok)
 	}
 }

@@ -1,6 +1,8 @@
 package limiter
 
-import "fmt"
+import (
+	"fmt"
+)
 
 // BatchMode says what a denied request does to the rest of its batch (see
 // Store.DecideBatch).
@@ -28,8 +30,8 @@ func (m BatchMode) String() string {
 // counts a run's decisions in two bytes.
 const MaxBatch = 65535
 
-// checkBatch refuses a batch no store can decide.
-func checkBatch(reqs []Request, mode BatchMode) error {
+// CheckBatch refuses a batch no store can decide.
+func CheckBatch(reqs []Request, mode BatchMode) error {
 	if mode != BatchAll && mode != BatchEach {
 		return fmt.Errorf("unknown batch mode %d", mode)
 	}
@@ -39,8 +41,8 @@ func checkBatch(reqs []Request, mode BatchMode) error {
 	return nil
 }
 
-// anyDenied reports whether a decision of ds refuses its request.
-func anyDenied(ds []*Decision) bool {
+// AnyDenied reports whether a decision of ds refuses its request.
+func AnyDenied(ds []*Decision) bool {
 	for _, d := range ds {
 		if !d.Allowed {
 			return true
@@ -49,8 +51,8 @@ func anyDenied(ds []*Decision) bool {
 	return false
 }
 
-// forgetIDs takes back the admission ids of a batch that recorded nothing.
-func forgetIDs(ds []*Decision) {
+// ForgetIDs takes back the admission ids of a batch that recorded nothing.
+func ForgetIDs(ds []*Decision) {
 	for _, d := range ds {
 		d.id = nil
 	}

@@ -1,12 +1,14 @@
 package limiter
 
-import "time"
+import (
+	"time"
+)
 
-// periodStart is the start of the calendar period of unit u that contains t,
+// PeriodStart is the start of the calendar period of unit u that contains t,
 // in t's location: local midnight of the day, of the Monday of the week, or of
 // the first of the month. time.Date normalises a midnight that a DST change
 // skips to the first instant that exists.
-func periodStart(t time.Time, u Unit) time.Time {
+func PeriodStart(t time.Time, u Unit) time.Time {
 	y, m, d := t.Date()
 	switch u {
 	case Week:
@@ -39,20 +41,9 @@ func nextPeriod(start time.Time, u Unit) time.Time {
 // own clock's "now" among them, so a gateway clock that is off by less than a
 // period still gives the right answer.
 func periodBounds(approx time.Time, u Unit, zone *time.Location) [4]int64 {
-	cur := periodStart(approx.In(zone), u)
-	prev := periodStart(cur.Add(-time.Hour), u)
+	cur := PeriodStart(approx.In(zone), u)
+	prev := PeriodStart(cur.Add(-time.Hour), u)
 	next := nextPeriod(cur, u)
 	after := nextPeriod(next, u)
 	return [4]int64{prev.UnixMilli(), cur.UnixMilli(), next.UnixMilli(), after.UnixMilli()}
-}
-
-// pickPeriod returns the start and end of the period holding now among the
-// bounds, and false when now is outside them all.
-func pickPeriod(b [4]int64, now int64) (start, end int64, ok bool) {
-	for i := 0; i < 3; i++ {
-		if b[i] <= now && now < b[i+1] {
-			return b[i], b[i+1], true
-		}
-	}
-	return 0, 0, false
 }

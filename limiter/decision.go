@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog"
 )
 
 // Check applies one rule to one request.
@@ -130,10 +132,10 @@ type Store interface {
 // Sentinel errors; wrapped with %w, so test with errors.Is.
 var (
 	// ErrStore is returned when the store cannot be reached or fails.
-	ErrStore = errors.New("frequency cap store failed")
+	ErrStore = recordlog.ErrStore
 	// ErrTimeout is returned when the store did not answer in time.
 	ErrTimeout = errors.New("frequency cap store timed out")
 	// ErrClockSkew is returned when the store's clock is more than a
 	// calendar period away from the gateway's.
-	ErrClockSkew = errors.New("store clock is more than a calendar period away from the gateway clock")
+	ErrClockSkew = recordlog.ErrClockSkew
 )

@@ -1,25 +1,29 @@
 package limiter
 
-import "time"
+import (
+	"time"
+
+	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog"
+)
 
 // This file turns a plan's answers into a Decision, allocated in one piece
 // with its results and its admission id.
 
-// finish turns p.raw (per rule, in p.rules order) into a Decision.
-func (p *plan) finish(req *Request, now int64, admitted bool) *Decision {
-	return p.finishFrom(nil, req, now, admitted)
+// Finish turns p.raw (per rule, in p.rules order) into a Decision.
+func (p *Plan) Finish(req *Request, now int64, admitted bool) *Decision {
+	return p.FinishFrom(nil, req, now, admitted)
 }
 
-// finishFrom is finish with the Decision taken from slab (nil: allocated
+// FinishFrom is finish with the Decision taken from slab (nil: allocated
 // apart).
-func (p *plan) finishFrom(slab *decisionSlab, req *Request, now int64, admitted bool) *Decision {
+func (p *Plan) FinishFrom(slab *DecisionSlab, req *Request, now int64, admitted bool) *Decision {
 	d, idRoom := slab.next(len(req.Checks))
 	d.Allowed, d.Denier, d.Now = admitted, -1, time.UnixMilli(now)
-	for k := range p.rules {
-		pr := &p.rules[k] // not a copy: a rule's calendar bounds make it 80 bytes
+	for k := range p.Rules {
+		pr := &p.Rules[k] // not a copy: a rule's calendar bounds make it 80 bytes
 		res := &d.Results[pr.check]
 		res.Rule = req.Checks[pr.check].Rule
-		pr.answer(res, p.raw[k], &p.sections[p.checkSec[pr.check]])
+		pr.answer(res, p.Raw[k], &p.Sections[p.checkSec[pr.check]])
 	}
 	for i := range d.Results {
 		if d.Results[i].Denied && !d.Results[i].Waived && (d.Denier < 0 || d.Results[i].RetryAfter > d.RetryAfter) {
@@ -64,15 +68,15 @@ func newDecision(n int) (*Decision, []byte) {
 	return &Decision{Results: make([]Result, n)}, nil
 }
 
-// decisionSlab hands out the decisions of a batch from one allocation
+// DecisionSlab hands out the decisions of a batch from one allocation
 // instead of one each.
-type decisionSlab struct{ boxes []decisionBox }
+type DecisionSlab struct{ boxes []decisionBox }
 
-func newDecisionSlab(n int) *decisionSlab { return &decisionSlab{boxes: make([]decisionBox, n)} }
+func NewDecisionSlab(n int) *DecisionSlab { return &DecisionSlab{boxes: make([]decisionBox, n)} }
 
 // next is newDecision, from the slab while it lasts (a nil slab
 // allocates).
-func (s *decisionSlab) next(n int) (*Decision, []byte) {
+func (s *DecisionSlab) next(n int) (*Decision, []byte) {
 	if s == nil || n > 4 || len(s.boxes) == 0 {
 		return newDecision(n)
 	}
@@ -83,11 +87,11 @@ func (s *decisionSlab) next(n int) (*Decision, []byte) {
 }
 
 // appendID appends the admission id of what p recorded (see encodeID).
-func (p *plan) appendID(dst []byte) []byte {
-	for si := range p.sections {
-		s := &p.sections[si]
-		if s.recorded > 0 {
-			dst = appendRecord(dst, p.key(s), p.sub(s), s.grain, s.recorded, s.cost)
+func (p *Plan) appendID(dst []byte) []byte {
+	for si := range p.Sections {
+		s := &p.Sections[si]
+		if s.Recorded > 0 {
+			dst = recordlog.AppendRecord(dst, p.Key(s), p.Sub(s), s.Grain, s.Recorded, s.Cost)
 		}
 	}
 	return dst

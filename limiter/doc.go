@@ -1,7 +1,11 @@
-// Package limiter is the frequency-cap engine: it decides whether a send may
-// go, against the history of what was sent, in an embedded store (Memory) or
-// in Redis shared by many gateways (Redis). It knows nothing of HTTP; the
-// caddymodule package turns requests into Requests.
+// Package limiter is the frequency-cap engine's core: it decides whether a
+// send may go, against the history of what was sent. It owns the rules
+// (windows, calendar periods, quiet ranges), the requests and decisions,
+// the Store interface, and the plan that every store executes. It knows
+// no store and nothing of HTTP: the stores are packages of their own
+// (memstore, embedded in one process; redisstore, shared by many gateways
+// through Redis), and the caddymodule package turns requests into
+// Requests.
 //
 // A Request holds one Check per Rule that applies. Decide is all or
 // nothing: the request is admitted only if every check admits it, and then
@@ -23,10 +27,13 @@
 // history already recorded. Values are escaped so that none can forge
 // another key, long ones are hashed, and idle keys expire on their own.
 //
-// Both stores are safe for concurrent use; their zero values are not
-// usable (call NewMemory or NewRedis), and Close releases what they hold.
-// Errors from a store wrap ErrStore, ErrTimeout or ErrClockSkew;
-// ErrOutOfMemory and ErrNoPermission (both also ErrStore) name the two
-// failures an operator must act on, and Reason names any failure for a
-// metric or a log line.
+// What the stores share lives here or below: Plan, Section, DecideOn,
+// KeySource, HistoryOn and HeldOf are how a store decides, reads and lists
+// the logs of a plan, and limiter/internal/recordlog holds the record logs
+// themselves (the algorithm and the bytes both stores keep). Fallback
+// composes two stores through the Store interface alone: a primary
+// (Redis) and a local one used while the primary fails.
+//
+// Every store is safe for concurrent use; Close releases what it holds.
+// Errors from a store wrap ErrStore, ErrTimeout or ErrClockSkew.
 package limiter

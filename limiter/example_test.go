@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/memstore"
 )
 
 // Three sends to one recipient within a minute, under a cap of two a
 // minute: the third is denied until the first leaves the window.
 func Example() {
-	store := limiter.NewMemory(limiter.MemoryOptions{SweepInterval: -1})
+	store := memstore.New(memstore.Options{SweepInterval: -1})
 	defer store.Close()
 	rule := &limiter.Rule{
 		Name:   "recipient_minute",

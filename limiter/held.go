@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog"
 )
 
 // This file lists what a store holds about one value of a first dimension
@@ -70,23 +70,23 @@ type Lister interface {
 	Held(ctx context.Context, dim, value string, now time.Time) ([]HeldLog, error)
 }
 
-// heldOf lists the logs of k, which the caller has pruned.
-func heldOf(k *keyLogs) ([]HeldLog, error) {
+// HeldOf lists the logs of k, which the caller has pruned.
+func HeldOf(k *recordlog.KeyLogs) ([]HeldLog, error) {
 	if k == nil {
 		return nil, nil
 	}
-	out := make([]HeldLog, 0, len(k.subs))
-	for i := range k.subs {
-		l := &k.subs[i]
-		if len(l.entries) == 0 {
+	out := make([]HeldLog, 0, len(k.Subs))
+	for i := range k.Subs {
+		l := &k.Subs[i]
+		if len(l.Entries) == 0 {
 			continue
 		}
-		h, err := parseSub(string(l.id))
+		h, err := parseSub(string(l.Id))
 		if err != nil {
 			// Listed all the same, so that it can be forgotten.
-			h = HeldLog{Sub: string(l.id), Values: map[string]string{}, Unreadable: true}
+			h = HeldLog{Sub: string(l.Id), Values: map[string]string{}, Unreadable: true}
 		}
-		h.Records = len(l.entries)
+		h.Records = len(l.Entries)
 		out = append(out, h)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Sub < out[j].Sub })
@@ -158,57 +158,10 @@ func unhex(c byte) int {
 	return -1
 }
 
-// heldRequest is a request whose one check reads the key of dim = value.
-func heldRequest(dim, value string, now time.Time) *Request {
+// HeldRequest is a request whose one check reads the key of dim = value.
+func HeldRequest(dim, value string, now time.Time) *Request {
 	r := &Rule{Name: "held", By: []string{dim}, Limit: 1, Window: Window{Duration: time.Minute}}
 	return &Request{Checks: []Check{{Rule: r, Values: []string{value}}}, Now: now}
-}
-
-// Held implements Lister.
-func (m *Memory) Held(_ context.Context, dim, value string, now time.Time) ([]HeldLog, error) {
-	var held []HeldLog
-	err := m.locked(heldRequest(dim, value, now), func(p *plan, tx *memTxn, now int64) (err error) {
-		held, err = heldOf(tx.lookup(p, 0, now))
-		return err
-	})
-	return held, err
-}
-
-// Held implements Lister: one GET of the key (and TIME, unless now is
-// given).
-func (s *Redis) Held(ctx context.Context, dim, value string, now time.Time) ([]HeldLog, error) {
-	nowArg, _ := s.nowArg(&Request{Now: now})
-	key := keyFor(s.opts.Prefix, dim, value)
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
-	var get *redis.StringCmd
-	var clock *redis.TimeCmd
-	_, err := s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		if nowArg == 0 {
-			clock = pipe.Time(ctx)
-		}
-		get = pipe.Get(ctx, key)
-		return nil
-	})
-	if err != nil && err != redis.Nil {
-		return nil, classify(err)
-	}
-	b, err := get.Bytes()
-	if err == redis.Nil {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, classify(err)
-	}
-	if clock != nil {
-		nowArg = clock.Val().UnixMilli()
-	}
-	k := new(keyLogs)
-	if err := decodeBlob(b, k); err != nil {
-		return nil, fmt.Errorf("%w: key %q: %v", ErrStore, key, err)
-	}
-	k.prune(nowArg)
-	return heldOf(k)
 }
 
 // Held implements Lister: the logs of both stores, the primary's first

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog"
 )
 
 // Sends is what one check's rule counts now, as its log keeps it: the
@@ -31,32 +31,32 @@ type Historian interface {
 	History(ctx context.Context, req *Request) ([]Sends, error)
 }
 
-// historyOn lists what every check of p counts at now, reading each key
+// HistoryOn lists what every check of p counts at now, reading each key
 // of src once, as decideOn does.
-func historyOn(src keySource, p *plan, now int64, checks int) ([]Sends, error) {
+func HistoryOn(src KeySource, p *Plan, now int64, checks int) ([]Sends, error) {
 	out := make([]Sends, checks)
-	keys := make([]*keyLogs, 0, len(p.sections))
-	for si := range p.sections {
-		s := &p.sections[si]
+	keys := make([]*recordlog.KeyLogs, 0, len(p.Sections))
+	for si := range p.Sections {
+		s := &p.Sections[si]
 		k, l := sectionLog(src, p, si, keys, now)
 		keys = append(keys, k)
-		for ri := s.r0; ri < s.r1; ri++ {
-			r := &p.rules[ri]
-			from := now - r.window
+		for ri := s.R0; ri < s.R1; ri++ {
+			r := &p.Rules[ri]
+			from := now - r.Window
 			first := func(t int64) bool { return t > from }
-			if r.window == 0 {
-				start, _, ok := pickPeriod(r.bounds, now)
+			if r.Window == 0 {
+				start, _, ok := recordlog.PickPeriod(r.Bounds, now)
 				if !ok {
 					return nil, ErrClockSkew
 				}
 				from = start
 				first = func(t int64) bool { return t >= start }
 			}
-			h := Sends{From: time.UnixMilli(from), Grain: time.Duration(s.grain) * time.Millisecond}
-			for _, e := range l.entries {
-				if first(e.t) {
-					h.Times = append(h.Times, time.UnixMilli(e.t))
-					h.Units = append(h.Units, e.c)
+			h := Sends{From: time.UnixMilli(from), Grain: time.Duration(s.Grain) * time.Millisecond}
+			for _, e := range l.Entries {
+				if first(e.T) {
+					h.Times = append(h.Times, time.UnixMilli(e.T))
+					h.Units = append(h.Units, e.C)
 				}
 			}
 			out[r.check] = h
@@ -64,80 +64,6 @@ func historyOn(src keySource, p *plan, now int64, checks int) ([]Sends, error) {
 	}
 	return out, nil
 }
-
-// History implements Historian.
-func (m *Memory) History(_ context.Context, req *Request) ([]Sends, error) {
-	var sends []Sends
-	err := m.locked(req, func(p *plan, tx *memTxn, now int64) (err error) {
-		sends, err = historyOn(tx, p, now, len(req.Checks))
-		return err
-	})
-	return sends, err
-}
-
-// History implements Historian: one pipeline of a GET a key (and TIME,
-// unless req.Now is set), decoded and read in Go as the memory store
-// reads its own.
-func (s *Redis) History(ctx context.Context, req *Request) ([]Sends, error) {
-	nowArg, approx := s.nowArg(req)
-	p := getPlan()
-	defer p.release()
-	if err := p.build(s.opts.Prefix, req, approx); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
-	src := historySource{}
-	gets := map[string]*redis.StringCmd{}
-	var clock *redis.TimeCmd
-	_, err := s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		if nowArg == 0 {
-			clock = pipe.Time(ctx)
-		}
-		for si := range p.sections {
-			key := string(p.key(&p.sections[si]))
-			if gets[key] == nil {
-				gets[key] = pipe.Get(ctx, key)
-			}
-		}
-		return nil
-	})
-	if err != nil && err != redis.Nil {
-		return nil, classify(err)
-	}
-	now := nowArg
-	if clock != nil {
-		now = clock.Val().UnixMilli()
-	}
-	for key, g := range gets {
-		b, err := g.Bytes()
-		if err == redis.Nil {
-			continue
-		}
-		if err != nil {
-			return nil, classify(err)
-		}
-		k := new(keyLogs)
-		if err := decodeBlob(b, k); err != nil {
-			return nil, fmt.Errorf("%w: key %q: %v", ErrStore, key, err)
-		}
-		src[key] = k
-	}
-	return historyOn(src, p, now, len(req.Checks))
-}
-
-// historySource is the keys a history read, by name.
-type historySource map[string]*keyLogs
-
-func (h historySource) lookup(p *plan, si int, now int64) *keyLogs {
-	k := h[string(p.key(&p.sections[si]))]
-	if k != nil {
-		k.prune(now)
-	}
-	return k
-}
-
-func (h historySource) create(*plan, int) *keyLogs { return nil } // never: nothing is written
 
 // History implements Historian: the primary's, or the local store's while
 // the primary fails, as Usage answers.

@@ -10,23 +10,11 @@ import (
 // senders put in a field.
 const MaxValueLen = 64
 
-// Key layout. Every rule whose first dimension has the same name and value
-// shares one store key, which holds one log per (remaining dimensions,
-// weight) tuple:
-//
-//	key:    <prefix><first dimension name>{<escaped first value>}
-//	sub-log: <name>=<escaped value>&<name>=<escaped value>...[$<escaped weight>]
-//
-// The braces make the first value the Redis Cluster hash tag. Escaped values
-// never contain '{', '}', '&', '=', '$', '#' or '%' unescaped, dimension
-// names cannot contain them either, and a hashed value starts with '#'; so
-// no value can forge another tuple's key or sub-log.
+// KeyFor returns the store key of a rule's first dimension value.
+func KeyFor(prefix, dim, value string) string { return string(appendKey(nil, prefix, dim, value)) }
 
-// keyFor returns the store key of a rule's first dimension value.
-func keyFor(prefix, dim, value string) string { return string(appendKey(nil, prefix, dim, value)) }
-
-// subOf returns the sub-log id of a rule's dimensions after the first.
-func subOf(r *Rule, values []string) string { return string(appendSub(nil, r, values)) }
+// SubOf returns the sub-log id of a rule's dimensions after the first.
+func SubOf(r *Rule, values []string) string { return string(appendSub(nil, r, values)) }
 
 // appendKey appends the key of a first dimension value to dst.
 func appendKey(dst []byte, prefix, dim, value string) []byte {

@@ -7,78 +7,89 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog"
 )
 
-// A plan is a request turned into what both stores execute: its checks
+// A Plan is a request turned into what every store executes: its checks
 // grouped by the log they read (one section per key and sub-log), with every
-// window in milliseconds. Plans are pooled (each store pools its own with its
+// window in milliseconds. Stores build one (Build), decide it over their
+// keys (DecideOn, or freqcap.lua on Redis, from the same sections and
+// rules) and turn its answers into a Decision (Finish); callers of a store
+// never see one. Plans are pooled (each store pools its own with its
 // scratch space): building and deciding one allocates nothing once the pool
 // is warm.
-type plan struct {
+type Plan struct {
 	buf      []byte // every section's key and sub-log id, back to back
-	sections []section
-	rules    []planRule // section i owns rules[r0:r1]
-	raw      []rawResult
-	checkSec []int      // section of each check
-	keyLogs  []*keyLogs // each section's key, once looked up
+	Sections []Section
+	Rules    []planRule // section i owns Rules[R0:R1]
+	Raw      []recordlog.RawResult
+	checkSec []int                // section of each check
+	KeyLogs  []*recordlog.KeyLogs // each section's key, once looked up
 }
 
-// section is one sub-log of one key and the rules that read it. All rules of
+// Section is one sub-log of one key and the rules that read it. All rules of
 // a section count the same weight, so they share one cost.
-type section struct {
+type Section struct {
 	k0, k1, s1 int   // key is buf[k0:k1], sub-log id buf[k1:s1]
-	r0, r1     int   // rules[r0:r1]
-	retention  int64 // ms, whole seconds: how long records stay
-	grain      int64 // ms; 0 keeps every record, else records merge per grain
-	cost       int64
-	recorded   int64 // when this request was recorded; 0 if it was not
+	R0, R1     int   // Plan.Rules[R0:R1]
+	Retention  int64 // ms, whole seconds: how long records stay
+	Grain      int64 // ms; 0 keeps every record, else records merge per grain
+	Cost       int64
+	Recorded   int64 // when this request was recorded; 0 if it was not
 }
 
-func (p *plan) key(s *section) []byte { return p.buf[s.k0:s.k1] }
-func (p *plan) sub(s *section) []byte { return p.buf[s.k1:s.s1] }
+// Key is the key that s reads.
+func (p *Plan) Key(s *Section) []byte { return p.buf[s.k0:s.k1] }
+
+// Sub is the id of the sub-log that s reads in its key.
+func (p *Plan) Sub(s *Section) []byte { return p.buf[s.k1:s.s1] }
 
 type planRule struct {
-	check  int
-	limit  int64    // what the store decides with (see policy.go)
-	want   int64    // what the request is held to and answered
-	waived bool     // a shadow check or an exempt request: never refuses
-	window int64    // ms; 0 for a calendar rule
-	bounds [4]int64 // calendar period starts, ms since the epoch
+	check             int
+	want              int64 // what the request is held to and answered
+	waived            bool  // a shadow check or an exempt request: never refuses
+	recordlog.LogRule       // what the store decides with (see policy.go)
 }
 
-// rawResult is one rule's answer from a store, before finish.
-type rawResult struct {
-	used, reset, retry int64
-	ok                 bool
+var plans = sync.Pool{New: func() any { return new(Plan) }}
+
+// GetPlan returns an empty plan from the pool; Release gives it back.
+func GetPlan() *Plan { return plans.Get().(*Plan) }
+
+// AddLog appends a section that names the log sub of key and reads it
+// with no rule: what a refund reads and writes.
+func (p *Plan) AddLog(key, sub string) {
+	k0 := len(p.buf)
+	p.buf = append(p.buf, key...)
+	k1 := len(p.buf)
+	p.buf = append(p.buf, sub...)
+	p.Sections = append(p.Sections, Section{k0: k0, k1: k1, s1: len(p.buf)})
 }
 
-var plans = sync.Pool{New: func() any { return new(plan) }}
-
-func getPlan() *plan { return plans.Get().(*plan) }
-
-// release returns p to the pool; p must not be used afterwards.
-func (p *plan) release() {
-	if p.reset() {
+// Release returns p to the pool; p must not be used afterwards.
+func (p *Plan) Release() {
+	if p.Reset() {
 		plans.Put(p)
 	}
 }
 
-// reset empties p for reuse, keeping its buffers, and reports whether it is
+// Reset empties p for reuse, keeping its buffers, and reports whether it is
 // worth pooling: a huge request's buffers are better let go.
-func (p *plan) reset() bool {
+func (p *Plan) Reset() bool {
 	if cap(p.buf) > 64<<10 {
 		return false
 	}
-	p.buf, p.sections, p.rules, p.raw = p.buf[:0], p.sections[:0], p.rules[:0], p.raw[:0]
+	p.buf, p.Sections, p.Rules, p.Raw = p.buf[:0], p.Sections[:0], p.Rules[:0], p.Raw[:0]
 	p.checkSec = p.checkSec[:0]
-	clear(p.keyLogs)
-	p.keyLogs = p.keyLogs[:0]
+	clear(p.KeyLogs)
+	p.KeyLogs = p.KeyLogs[:0]
 	return true
 }
 
-// build groups the checks of req into sections. approx is the caller's idea
+// Build groups the checks of req into sections. approx is the caller's idea
 // of now, used only to choose candidate calendar periods.
-func (p *plan) build(prefix string, req *Request, approx time.Time) error {
+func (p *Plan) Build(prefix string, req *Request, approx time.Time) error {
 	for i := range req.Checks {
 		c := &req.Checks[i]
 		r := c.Rule
@@ -100,17 +111,17 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 		} else {
 			si = p.section(prefix, req, i)
 		}
-		if p.sections[si].cost != c.Cost {
+		if p.Sections[si].Cost != c.Cost {
 			return fmt.Errorf("rules %s and %s share a log but not a cost", r.Name, req.Checks[p.firstCheck(si)].Rule.Name)
 		}
 		p.checkSec = append(p.checkSec, si)
 	}
-	if len(p.sections) > maxSections {
-		return fmt.Errorf("a request reads %d logs; at most %d", len(p.sections), maxSections)
+	if len(p.Sections) > maxSections {
+		return fmt.Errorf("a request reads %d logs; at most %d", len(p.Sections), maxSections)
 	}
-	for si := range p.sections {
-		s := &p.sections[si]
-		s.r0 = len(p.rules)
+	for si := range p.Sections {
+		s := &p.Sections[si]
+		s.R0 = len(p.Rules)
 		var maxLimit int64
 		bound := grainLadder[len(grainLadder)-1]
 		for i, csi := range p.checkSec {
@@ -125,21 +136,21 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 				if zone == nil {
 					zone = r.Window.zone()
 				}
-				pr.bounds = periodBounds(approx, r.Window.Unit, zone)
+				pr.Bounds = periodBounds(approx, r.Window.Unit, zone)
 			} else {
-				pr.window = r.Window.Duration.Milliseconds()
+				pr.Window = r.Window.Duration.Milliseconds()
 			}
-			p.rules = append(p.rules, pr)
-			s.retention = max(s.retention, roundUpToSecond(r.Window.retention()))
+			p.Rules = append(p.Rules, pr)
+			s.Retention = max(s.Retention, roundUpToSecond(r.Window.Retention()))
 			maxLimit = max(maxLimit, r.Limit)
 			bound = min(bound, grainBound(r))
 		}
-		s.r1 = len(p.rules)
-		s.grain = grainFor(maxLimit, bound)
-		if n := maxRecords(maxLimit, s.retention, s.grain); n > maxEntries {
+		s.R1 = len(p.Rules)
+		s.Grain = grainFor(maxLimit, bound)
+		if n := maxRecords(maxLimit, s.Retention, s.Grain); n > recordlog.MaxEntries {
 			e := &LogTooLargeError{Records: n, MaxLimit: maxLimit,
-				Grain: time.Duration(s.grain) * time.Millisecond, Retention: time.Duration(s.retention) * time.Millisecond}
-			for _, pr := range p.rules[s.r0:s.r1] {
+				Grain: time.Duration(s.Grain) * time.Millisecond, Retention: time.Duration(s.Retention) * time.Millisecond}
+			for _, pr := range p.Rules[s.R0:s.R1] {
 				e.Rules = append(e.Rules, req.Checks[pr.check].Rule.Name)
 			}
 			return e
@@ -150,12 +161,12 @@ func (p *plan) build(prefix string, req *Request, approx time.Time) error {
 
 // section returns the section of check i of req: an earlier one with the
 // same key and sub-log, or a new one with the check's cost.
-func (p *plan) section(prefix string, req *Request, i int) int {
+func (p *Plan) section(prefix string, req *Request, i int) int {
 	c := &req.Checks[i]
 	r := c.Rule
 	k0 := len(p.buf)
 	if j := earlierSameKey(req, i); j >= 0 {
-		s := &p.sections[p.checkSec[j]]
+		s := &p.Sections[p.checkSec[j]]
 		p.buf = append(p.buf, p.buf[s.k0:s.k1]...) // escaped already
 	} else {
 		p.buf = appendKey(p.buf, prefix, r.By[0], c.Values[0])
@@ -167,15 +178,15 @@ func (p *plan) section(prefix string, req *Request, i int) int {
 		p.buf = appendSub(p.buf, r, c.Values)
 	}
 	s1 := len(p.buf)
-	for j := range p.sections {
-		s := &p.sections[j]
-		if bytes.Equal(p.key(s), p.buf[k0:k1]) && bytes.Equal(p.sub(s), p.buf[k1:s1]) {
+	for j := range p.Sections {
+		s := &p.Sections[j]
+		if bytes.Equal(p.Key(s), p.buf[k0:k1]) && bytes.Equal(p.Sub(s), p.buf[k1:s1]) {
 			p.buf = p.buf[:k0]
 			return j
 		}
 	}
-	p.sections = append(p.sections, section{k0: k0, k1: k1, s1: s1, cost: c.Cost})
-	return len(p.sections) - 1
+	p.Sections = append(p.Sections, Section{k0: k0, k1: k1, s1: s1, Cost: c.Cost})
+	return len(p.Sections) - 1
 }
 
 // earlierSameLog returns an earlier check of req that reads the same log as
@@ -239,10 +250,10 @@ func (e *LogTooLargeError) Error() string {
 	}
 	if e.Grain == 0 {
 		return fmt.Sprintf("%s: beside a window under 10s every record is kept, and a limit of %d needs up to %d in one log, more than the %d a log holds: lower the limit to %d or less, or make every window 10s or more, whose records merge into buckets of a thousandth of it",
-			who, e.MaxLimit, e.Records, maxEntries, maxEntries/2)
+			who, e.MaxLimit, e.Records, recordlog.MaxEntries, recordlog.MaxEntries/2)
 	}
 	return fmt.Sprintf("%s: a limit over %d (or a limit placeholder) merges records into buckets of %v, the finest the shortest window allows, kept %v: up to %d records in one log, more than the %d a log holds: lengthen the shortest window, or keep every limit of these rules at %d or less (exact records)",
-		who, BucketThreshold, e.Grain, e.Retention, e.Records, maxEntries, BucketThreshold)
+		who, BucketThreshold, e.Grain, e.Retention, e.Records, recordlog.MaxEntries, BucketThreshold)
 }
 
 // CheckLogs reports, at configuration time, rules whose shared log could
@@ -257,9 +268,9 @@ func CheckLogs(rules []*Rule) error {
 		}
 		req.Checks = append(req.Checks, c)
 	}
-	p := getPlan()
-	defer p.release()
-	return p.build("", req, time.Unix(0, 0).UTC())
+	p := GetPlan()
+	defer p.Release()
+	return p.Build("", req, time.Unix(0, 0).UTC())
 }
 
 // maxSections bounds the logs one request reads (and, since rules over one
@@ -269,16 +280,16 @@ const maxSections = 255
 
 // keySeen reports whether an earlier section has the same key as section
 // si (so that a missing key is not looked up twice).
-func (p *plan) keySeen(si int) bool {
+func (p *Plan) keySeen(si int) bool {
 	for j := 0; j < si; j++ {
-		if bytes.Equal(p.key(&p.sections[j]), p.key(&p.sections[si])) {
+		if bytes.Equal(p.Key(&p.Sections[j]), p.Key(&p.Sections[si])) {
 			return true
 		}
 	}
 	return false
 }
 
-func (p *plan) firstCheck(si int) int {
+func (p *Plan) firstCheck(si int) int {
 	for i, csi := range p.checkSec {
 		if csi == si {
 			return i

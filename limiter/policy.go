@@ -1,6 +1,10 @@
 package limiter
 
-import "time"
+import (
+	"time"
+
+	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog"
+)
 
 // This file is how a request's sending policy reaches the stores: a limit
 // per check (Check.Limit), shadow checks (Check.Shadow) and exempt requests
@@ -21,32 +25,32 @@ func newPlanRule(i int, req *Request, c *Check) planRule {
 	if c.Limit > 0 {
 		want = min(c.Limit, want)
 	}
-	pr := planRule{check: i, limit: want, want: want}
+	pr := planRule{check: i, want: want, LogRule: recordlog.LogRule{Limit: want}}
 	if c.Shadow || req.Exempt {
-		pr.limit, pr.waived = liftedLimit, true
+		pr.Limit, pr.waived = liftedLimit, true
 	}
 	return pr
 }
 
 // answer fills res from the store's answer for pr, whose section is sec.
-func (pr *planRule) answer(res *Result, r rawResult, sec *section) {
+func (pr *planRule) answer(res *Result, r recordlog.RawResult, sec *Section) {
 	res.Limit = pr.want
-	res.Used = r.used
-	res.Remaining = max(0, pr.want-r.used)
-	res.Reset = time.Duration(r.reset) * time.Millisecond
+	res.Used = r.Used
+	res.Remaining = max(0, pr.want-r.Used)
+	res.Reset = time.Duration(r.Reset) * time.Millisecond
 	if !pr.waived {
-		res.Denied = !r.ok
+		res.Denied = !r.Ok
 		if res.Denied {
-			res.RetryAfter = time.Duration(r.retry) * time.Millisecond
+			res.RetryAfter = time.Duration(r.Retry) * time.Millisecond
 		}
 		return
 	}
 	// The store admitted it; it would have refused if what it counted
 	// before this request, and this request, exceed the limit.
 	res.Waived = true
-	before := r.used
-	if sec.recorded > 0 {
-		before -= sec.cost
+	before := r.Used
+	if sec.Recorded > 0 {
+		before -= sec.Cost
 	}
-	res.Denied = before+sec.cost > pr.want
+	res.Denied = before+sec.Cost > pr.want
 }

@@ -1,14 +1,17 @@
-package limiter
+package limiter_test
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/internal/limitertest"
 )
 
 func TestQuietUntil(t *testing.T) {
-	ny := mustZone(t, "America/New_York")
-	sh := mustZone(t, "Asia/Shanghai")
+	ny := limitertest.MustZone(t, "America/New_York")
+	sh := limitertest.MustZone(t, "Asia/Shanghai")
 	at := func(s string, z *time.Location) time.Time {
 		t.Helper()
 		v, err := time.ParseInLocation("2006-01-02 15:04:05", s, z)
@@ -28,7 +31,7 @@ func TestQuietUntil(t *testing.T) {
 	early.Zone = ny
 	for _, c := range []struct {
 		name  string
-		q     Quiet
+		q     limiter.Quiet
 		t     time.Time
 		zone  *time.Location // the request's, nil for the rule's
 		quiet bool
@@ -101,7 +104,7 @@ func TestParseQuiet(t *testing.T) {
 		{"08:00-21:00", []string{"monday"}, `unknown day "monday"`},
 		{"08:00-21:00", []string{"mon-fry"}, `unknown day "fry"`},
 	} {
-		q, err := ParseQuiet(c.span, c.days)
+		q, err := limiter.ParseQuiet(c.span, c.days)
 		got := ""
 		if err != nil {
 			got = err.Error()
@@ -123,9 +126,9 @@ func TestQuietLength(t *testing.T) {
 	}
 }
 
-func mustQuiet(t *testing.T, span string, days ...string) Quiet {
+func mustQuiet(t *testing.T, span string, days ...string) limiter.Quiet {
 	t.Helper()
-	q, err := ParseQuiet(span, days)
+	q, err := limiter.ParseQuiet(span, days)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +138,11 @@ func mustQuiet(t *testing.T, span string, days ...string) Quiet {
 // A quiet rule counts nothing: it validates without a limit or a window,
 // and without dimensions; what it has is still checked.
 func TestQuietRuleValidate(t *testing.T) {
-	q, err := ParseQuiet("22:00-07:00", nil)
+	q, err := limiter.ParseQuiet("22:00-07:00", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []Rule{
+	for _, r := range []limiter.Rule{
 		{Name: "night", Quiet: &q},
 		{Name: "night", By: []string{"recipient"}, Quiet: &q},
 	} {
@@ -147,7 +150,7 @@ func TestQuietRuleValidate(t *testing.T) {
 			t.Errorf("%+v: %v", r, err)
 		}
 	}
-	for _, r := range []Rule{
+	for _, r := range []limiter.Rule{
 		{Name: "", Quiet: &q},
 		{Name: "9night", Quiet: &q},
 		{Name: "night", By: []string{"recipient", "recipient"}, Quiet: &q},

@@ -90,10 +90,10 @@ func (w Window) zone() *time.Location {
 	return w.Zone
 }
 
-// retention is how far back a log must reach for this window: the window
+// Retention is how far back a log must reach for this window: the window
 // itself, or the longest a calendar period can be in any zone (a day is 25 h
 // on a fall-back day, and a period may have begun up to that long ago).
-func (w Window) retention() time.Duration {
+func (w Window) Retention() time.Duration {
 	switch w.Unit {
 	case Day:
 		return 26 * time.Hour

@@ -22,7 +22,7 @@ redis-server --version
 go version
 
 echo "== memory store: one decision of the seed config (go test -bench, $RUNS runs)"
-go test -run '^$' -bench 'MemoryDecide' -benchmem -count "$RUNS" ./limiter | tee "$out/memory.txt"
+go test -run '^$' -bench 'MemoryDecide' -benchmem -count "$RUNS" ./limiter/memstore | tee "$out/memory.txt"
 
 echo "== the handler alone: body, decision (memory store), placeholders, headers"
 go test -run '^$' -bench 'BenchmarkHandler$' -benchmem -count "$RUNS" ./caddymodule | tee "$out/handler.txt"
@@ -45,7 +45,7 @@ echo "== what one round trip costs Redis, by what it carries"
 taskset -c 1 "$out/redisbench" -roundtrips | tee "$out/roundtrips.txt"
 
 echo "== a lone decision (one caller, Redis on core 0): in the script, as on an idle store, and in Go; alternating"
-go test -c -o "$out/limiter.test" ./limiter
+go test -c -o "$out/redisstore.test" ./limiter/redisstore
 # A port no server listens on (the benchmark flushes the database it is given).
 port=$((20000 + RANDOM % 20000))
 while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((20000 + RANDOM % 20000)); done
@@ -62,17 +62,17 @@ for i in $(seq $((RUNS * 2))); do
 	order="script go"
 	[ $((i % 2)) -eq 0 ] && order="go script"
 	for way in $order; do
-		REDIS_URL="redis://127.0.0.1:$port/0" taskset -c 1 "$out/limiter.test" -test.run '^$' -test.bench "RedisDecideOneCaller/$way\$" -test.benchtime 20000x -test.benchmem
+		REDIS_URL="redis://127.0.0.1:$port/0" taskset -c 1 "$out/redisstore.test" -test.run '^$' -test.bench "RedisDecideOneCaller/$way\$" -test.benchtime 20000x -test.benchmem
 	done
 done | tee "$out/onecaller-raw.txt" | grep '^Benchmark' | tee "$out/onecaller.txt"
 echo "== batch sends beside single sends on Redis: 500 entries of the seed config a batch (Redis on core 0)"
-REDIS_URL="redis://127.0.0.1:$port/0" taskset -c 1 "$out/limiter.test" -test.run '^$' -test.bench 'RedisDecide$|RedisDecideBatch|RedisReadWriteFloor' -test.benchtime 2s -test.count "$RUNS" -test.benchmem | tee "$out/batch-redis.txt"
+REDIS_URL="redis://127.0.0.1:$port/0" taskset -c 1 "$out/redisstore.test" -test.run '^$' -test.bench 'RedisDecide$|RedisDecideBatch|RedisReadWriteFloor' -test.benchtime 2s -test.count "$RUNS" -test.benchmem | tee "$out/batch-redis.txt"
 kill "$rpid"
 wait "$rpid" 2>/dev/null || true
 trap - EXIT
 
 echo "== batch sends beside single sends: 500 entries of the seed config a batch (memory store, the handler)"
-taskset -c 1 go test -run '^$' -bench 'MemoryDecide$|MemoryDecideBatch' -benchtime 2s -count "$RUNS" ./limiter | tee "$out/batch-memory.txt"
+taskset -c 1 go test -run '^$' -bench 'MemoryDecide$|MemoryDecideBatch' -benchtime 2s -count "$RUNS" ./limiter/memstore | tee "$out/batch-memory.txt"
 taskset -c 1 go test -run '^$' -bench 'BenchmarkHandler$|BenchmarkHandlerBatch' -benchtime 2s -count "$RUNS" ./caddymodule | tee "$out/batch-handler.txt"
 
 echo "== through Caddy: reverse_proxy alone (A) vs with frequency_cap (B), in alternating 1 s slices"

@@ -53,6 +53,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
 func main() {
@@ -176,13 +177,13 @@ type result struct {
 
 // measure replays data through a store on the cluster as design name.
 func (c *cluster) measure(name string, data []send, callers, batch int) (result, error) {
-	cfg := limiter.RedisConfig{Addresses: c.addrs, Cluster: c.cluster, Timeout: 2 * time.Second}
+	cfg := redisstore.Config{Addresses: c.addrs, Cluster: c.cluster, Timeout: 2 * time.Second}
 	client, err := cfg.NewClient()
 	if err != nil {
 		return result{}, err
 	}
 	defer client.Close()
-	s := limiter.NewRedis(client, limiter.RedisOptions{Prefix: "bench:", Timeout: 2 * time.Second})
+	s := redisstore.New(client, redisstore.Options{Prefix: "bench:", Timeout: 2 * time.Second})
 	defer s.Close()
 	ctx := context.Background()
 	step := 1

@@ -49,6 +49,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
 func main() {
@@ -214,9 +215,9 @@ func measureBatches(design string, data []send, recipients, size, callers, gatew
 		if design == "freqcap-batch-nocheck" {
 			client.AddHook(noCheck{})
 		}
-		stores := make([]*limiter.Redis, max(gateways, 1))
+		stores := make([]*redisstore.Store, max(gateways, 1))
 		for i := range stores {
-			stores[i] = limiter.NewRedis(client, limiter.RedisOptions{Timeout: 10 * time.Second, ScriptOnly: design == "freqcap-batch-script", NoNativeWrite: design == "freqcap-batch-commit"})
+			stores[i] = redisstore.New(client, redisstore.Options{Timeout: 10 * time.Second, ScriptOnly: design == "freqcap-batch-script", NoNativeWrite: design == "freqcap-batch-commit"})
 		}
 		var turn atomic.Int64
 		rules := seedRules()
@@ -428,7 +429,7 @@ func contentHash(c int8) string { return fmt.Sprintf("%016x", uint64(c+1)*0x9E37
 func newDecider(design string, client *redis.Client, inFlight int) (decider, func(), error) {
 	switch design {
 	case "freqcap", "freqcap-go", "freqcap-commit", "freqcap-script", "freqcap-unbatched":
-		opts := limiter.RedisOptions{Timeout: 10 * time.Second, InFlight: inFlight}
+		opts := redisstore.Options{Timeout: 10 * time.Second, InFlight: inFlight}
 		switch design {
 		case "freqcap-go":
 			opts.GoBatchMin = 1
@@ -439,7 +440,7 @@ func newDecider(design string, client *redis.Client, inFlight int) (decider, fun
 		case "freqcap-unbatched":
 			opts.ScriptOnly, opts.InFlight, opts.MaxBatch = true, 64, 1
 		}
-		store := limiter.NewRedis(client, opts)
+		store := redisstore.New(client, opts)
 		rules := seedRules()
 		closer := func() { closeStore(design, store) }
 		return func(ctx context.Context, s send, now time.Time) (bool, error) {
@@ -461,7 +462,7 @@ func newDecider(design string, client *redis.Client, inFlight int) (decider, fun
 
 // closeStore closes a design's store and says how many of its batches went
 // to the script for a key changed between their read and their write.
-func closeStore(design string, store *limiter.Redis) {
+func closeStore(design string, store *redisstore.Store) {
 	store.Close()
 	for _, p := range store.WritePaths() {
 		log.Printf("%s: writes from Go on %s: %s (%s)", design, p.Node, p.Path, p.Reason)

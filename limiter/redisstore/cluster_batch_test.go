@@ -1,0 +1,205 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freqcap/caddy-freqcap/internal/redistest"
+	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/internal/limitertest"
+	"github.com/freqcap/caddy-freqcap/limiter/memstore"
+)
+
+// tripCounter counts, per node, the round trips a cluster client makes
+// (a pipeline is one) and the script commands it sends.
+type tripCounter struct {
+	mu      sync.Mutex
+	trips   map[string]int
+	scripts map[string]int
+}
+
+func (tc *tripCounter) reset() {
+	tc.mu.Lock()
+	tc.trips, tc.scripts = map[string]int{}, map[string]int{}
+	tc.mu.Unlock()
+}
+
+func (tc *tripCounter) note(addr string, cmds ...redis.Cmder) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	tc.trips[addr]++
+	for _, c := range cmds {
+		if n := c.Name(); n == "evalsha" || n == "eval" {
+			tc.scripts[addr]++
+		}
+	}
+}
+
+type tripHook struct {
+	tc   *tripCounter
+	addr string
+}
+
+func (h tripHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h tripHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.tc.note(h.addr, cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h tripHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.tc.note(h.addr, cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// testClusterBatches runs batches on a 3-master cluster.
+func testClusterBatches(t *testing.T, c *redistest.Cluster) {
+	ctx := context.Background()
+	tc := &tripCounter{}
+	tc.reset()
+	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
+	defer cl.Close()
+	cl.OnNewNode(func(n *redis.Client) { n.AddHook(tripHook{tc: tc, addr: n.Options().Addr}) })
+	if err := cl.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		return freqcapScript.Load(ctx, m).Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Decided entry by entry as the memory store decides them, for the
+	// seed config and the calendar and cost rules beside it (every rule
+	// starts with the recipient, so each entry is on one shard).
+	t.Run("as memory", func(t *testing.T) {
+		zones := []*time.Location{nil, limitertest.MustZone(t, "Asia/Shanghai"), limitertest.MustZone(t, "America/New_York")}
+		clock := &limitertest.FixedClock{T: limitertest.MustParse(t, "2026-03-07T20:00:00Z")}
+		mem := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1})
+		defer mem.Close()
+		const prefix = "cbdiff:"
+		s := New(cl, Options{Now: clock.Now, Timeout: 5 * time.Second, Prefix: prefix})
+		runBatchDifferential(t, 7, clusterSeedRules(t), zones, clock, mem, s, prefix)
+	})
+
+	// Under BatchAll, a batch whose recipients lie on every shard and one
+	// of which is full records nothing on any shard (its rollback one
+	// more round trip per master); the same batch without the full
+	// recipient is recorded whole, in one round trip per master.
+	t.Run("all or nothing across shards, one round trip per node", func(t *testing.T) {
+		const prefix = "cball:"
+		rules := limitertest.SeedRules()
+		s := New(cl, Options{Prefix: prefix, Timeout: 5 * time.Second})
+		var recipients []string
+		perMaster := map[string]int{}
+		for i := 0; len(recipients) < 30; i++ {
+			who := fmt.Sprint("b", i)
+			recipients = append(recipients, who)
+			perMaster[c.MasterOf(t, limiter.KeyFor(prefix, "recipient", who)).Addr]++
+		}
+		if len(perMaster) != 3 {
+			t.Fatalf("recipients spread over %v; want all three masters", perMaster)
+		}
+		full := recipients[len(recipients)-1]
+		for i := 0; i < 15; i++ {
+			limitertest.MustDecide(t, s, limitertest.Req(time.Time{}, limitertest.Vals{"recipient": full, "content": fmt.Sprint(i)}, rules...))
+		}
+		batch := func(who []string) []limiter.Request {
+			reqs := make([]limiter.Request, len(who))
+			for i, w := range who {
+				reqs[i] = *limitertest.Req(time.Time{}, limitertest.Vals{"recipient": w, "content": "launch"}, rules...)
+			}
+			return reqs
+		}
+		tc.reset()
+		ds := limitertest.MustBatch(t, s, batch(recipients), limiter.BatchAll)
+		for i, d := range ds {
+			if d.Allowed != (i < len(recipients)-1) || d.Recorded() {
+				t.Fatalf("entry %d: allowed %v recorded %v", i, d.Allowed, d.Recorded())
+			}
+		}
+		tc.mu.Lock()
+		for addr, n := range tc.trips {
+			// The decision, then the rollback of the runs that
+			// recorded: each one pipeline per master.
+			if n > 2 {
+				t.Errorf("master %s: %d round trips for a rejected batch (%v); want at most 2", addr, n, tc.trips)
+			}
+		}
+		tc.mu.Unlock()
+		for _, who := range recipients[:len(recipients)-1] {
+			if u := limitertest.MustUsage(t, s, limitertest.Req(time.Time{}, limitertest.Vals{"recipient": who, "content": "launch"}, rules...)); u.Results[0].Used != 0 {
+				t.Fatalf("recipient %s: %d recorded after a rejected batch; want 0", who, u.Results[0].Used)
+			}
+		}
+
+		tc.reset()
+		ds = limitertest.MustBatch(t, s, batch(recipients[:len(recipients)-1]), limiter.BatchAll)
+		for i, d := range ds {
+			if !d.Allowed || !d.Recorded() {
+				t.Fatalf("entry %d of an admitted batch: allowed %v recorded %v", i, d.Allowed, d.Recorded())
+			}
+		}
+		tc.mu.Lock()
+		trips, scripts := tc.trips, tc.scripts
+		tc.mu.Unlock()
+		if len(trips) != 3 {
+			t.Fatalf("round trips by node %v; want all three masters", trips)
+		}
+		for addr, n := range trips {
+			if n != 1 {
+				t.Fatalf("master %s: %d round trips for one batch (%v); want 1", addr, n, trips)
+			}
+		}
+		total := 0
+		for _, n := range scripts {
+			total += n
+		}
+		if total != len(recipients)-1 {
+			t.Fatalf("%d script runs for %d recipients (one hash tag each); want one per tag", total, len(recipients)-1)
+		}
+		for _, who := range recipients[:len(recipients)-1] {
+			if u := limitertest.MustUsage(t, s, limitertest.Req(time.Time{}, limitertest.Vals{"recipient": who, "content": "launch"}, rules...)); u.Results[0].Used != 1 {
+				t.Fatalf("recipient %s: %d recorded after an admitted batch; want 1", who, u.Results[0].Used)
+			}
+		}
+	})
+
+	// An entry over two shards (a campaign budget beside the recipient's
+	// cap) is admitted only when both admit it; under BatchEach the
+	// recipient's part of an entry the campaign denies is rolled back.
+	t.Run("entries across shards", func(t *testing.T) {
+		const prefix = "cbx:"
+		budget := &limiter.Rule{Name: "campaign_budget", By: []string{"campaign"}, Limit: 3, Window: limiter.Window{Duration: time.Hour}}
+		perRecipient := &limiter.Rule{Name: "recipient_minute", By: []string{"recipient"}, Limit: 15, Window: limiter.Window{Duration: time.Minute}}
+		s := New(cl, Options{Prefix: prefix, Timeout: 5 * time.Second})
+		campaignMaster := c.MasterOf(t, limiter.KeyFor(prefix, "campaign", "sale"))
+		var recipients []string
+		for i := 0; len(recipients) < 5; i++ {
+			who := fmt.Sprint("x", i)
+			if c.MasterOf(t, limiter.KeyFor(prefix, "recipient", who)) != campaignMaster {
+				recipients = append(recipients, who)
+			}
+		}
+		reqs := make([]limiter.Request, len(recipients))
+		for i, who := range recipients {
+			reqs[i] = *limitertest.Req(time.Time{}, limitertest.Vals{"recipient": who, "campaign": "sale"}, budget, perRecipient)
+		}
+		ds := limitertest.MustBatch(t, s, reqs, limiter.BatchEach)
+		for i, d := range ds {
+			if d.Allowed != (i < 3) {
+				t.Fatalf("entry %d: %s; want allowed=%v", i, limitertest.Describe(d), i < 3)
+			}
+			u := limitertest.MustUsage(t, s, limitertest.Req(time.Time{}, limitertest.Vals{"recipient": recipients[i], "campaign": "sale"}, perRecipient))
+			if want := int64(map[bool]int{true: 1}[i < 3]); u.Results[0].Used != want {
+				t.Fatalf("recipient %s: %d recorded; want %d (a denied entry's part is rolled back)", recipients[i], u.Results[0].Used, want)
+			}
+		}
+	})
+}

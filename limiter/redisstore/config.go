@@ -1,0 +1,203 @@
+package redisstore
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Config says how to reach Redis: standalone, Sentinel or Cluster,
+// through one go-redis UniversalClient.
+type Config struct {
+	// URL is a redis:// or rediss:// URL (standalone). When set, Addresses,
+	// Username, Password, DB and TLS come from it.
+	URL string `json:"url,omitempty"`
+	// Addresses are host:port pairs: the server, the cluster seed nodes, or
+	// the sentinels. Default 127.0.0.1:6379.
+	Addresses []string `json:"addresses,omitempty"`
+	// Cluster makes the addresses seed nodes of a Redis Cluster.
+	Cluster bool `json:"cluster,omitempty"`
+	// SentinelMaster names the master that the sentinels at Addresses watch.
+	SentinelMaster string `json:"sentinel_master,omitempty"`
+	// Username and Password authenticate (ACL user or requirepass). None by
+	// default.
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+	// DB selects the database (standalone and Sentinel only). Default 0.
+	DB int `json:"db,omitempty"`
+	// TLS turns TLS on. Default off.
+	TLS bool `json:"tls,omitempty"`
+	// TLSCA is a PEM file of CAs that verify the server; default: the
+	// system roots.
+	TLSCA string `json:"tls_ca,omitempty"`
+	// TLSServerName overrides the name the certificate is checked against.
+	TLSServerName string `json:"tls_server_name,omitempty"`
+	// TLSInsecureSkipVerify turns certificate checks off. For tests only.
+	TLSInsecureSkipVerify bool `json:"tls_insecure_skip_verify,omitempty"`
+	// Timeout bounds every decision's call to Redis: a decision never waits
+	// longer. Default 100ms.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// DialTimeout bounds opening a connection. Default: Timeout.
+	DialTimeout time.Duration `json:"dial_timeout,omitempty"`
+	// PoolSize is the most connections per node. Default: go-redis's
+	// (10 per CPU).
+	PoolSize int `json:"pool_size,omitempty"`
+	// ScriptOnly decides every batch in freqcap.lua, in one round trip,
+	// instead of in Go between a read and a compare-and-set write (two),
+	// at four to five times the Redis CPU a decision (see
+	// RedisOptions.ScriptOnly and docs/performance.md). Default off; worth
+	// it where a round trip costs more than Redis's CPU (a distant Redis).
+	// A cluster decides in the script, except batch sends under drop on
+	// masters with SET … IFEQ (Valkey 8.1), which it turns off too.
+	ScriptOnly bool `json:"script_only,omitempty"`
+	// NoNativeWrite writes the decisions made in Go with lua/commit.lua
+	// even on a node that has SET … IFEQ (RedisOptions.NoNativeWrite): a
+	// switch to keep the script's write while a new server build is
+	// tried. Default off: a node that has SET … IFEQ is written with it.
+	NoNativeWrite bool `json:"no_native_write,omitempty"`
+}
+
+// DefaultTimeout is RedisConfig.Timeout's default.
+const DefaultTimeout = 100 * time.Millisecond
+
+// EffectiveTimeout is Timeout or its default.
+func (c *Config) EffectiveTimeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return DefaultTimeout
+}
+
+// Validate checks the fields without connecting.
+func (c *Config) Validate() error {
+	if c.URL != "" {
+		if _, err := redis.ParseURL(c.URL); err != nil {
+			return fmt.Errorf("redis url: %w", err)
+		}
+		if len(c.Addresses) > 0 || c.Cluster || c.SentinelMaster != "" {
+			return fmt.Errorf("redis: url cannot be combined with addresses, cluster or sentinel_master")
+		}
+	}
+	if c.Cluster && c.SentinelMaster != "" {
+		return fmt.Errorf("redis: cluster and sentinel_master exclude each other")
+	}
+	if c.Cluster && c.DB != 0 {
+		return fmt.Errorf("redis: a cluster has only database 0")
+	}
+	if c.Timeout < 0 || c.DialTimeout < 0 || c.PoolSize < 0 || c.DB < 0 {
+		return fmt.Errorf("redis: timeouts, pool_size and db must not be negative")
+	}
+	for _, a := range c.Addresses {
+		if !strings.Contains(a, ":") {
+			return fmt.Errorf("redis: address %q has no port", a)
+		}
+	}
+	return nil
+}
+
+// NewClient builds the client. It does not connect: the first command does,
+// so a gateway starts even while Redis is down. Commands honour context
+// deadlines, and read and write timeouts equal Timeout.
+func (c *Config) NewClient() (redis.UniversalClient, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	timeout := c.EffectiveTimeout()
+	dial := c.DialTimeout
+	if dial == 0 {
+		dial = timeout
+	}
+	if c.URL != "" {
+		opt, err := redis.ParseURL(c.URL)
+		if err != nil {
+			return nil, err
+		}
+		opt.ContextTimeoutEnabled = true
+		opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout = timeout, timeout, dial
+		opt.MaxRetries, opt.DialerRetries, opt.DialerRetryTimeout = failFast()
+		if c.PoolSize > 0 {
+			opt.PoolSize = c.PoolSize
+		}
+		if opt.TLSConfig != nil || c.TLS {
+			tc, err := c.tlsConfig()
+			if err != nil {
+				return nil, err
+			}
+			opt.TLSConfig = tc
+		}
+		return redis.NewClient(opt), nil
+	}
+	addrs := c.Addresses
+	if len(addrs) == 0 {
+		addrs = []string{"127.0.0.1:6379"}
+	}
+	opt := &redis.UniversalOptions{
+		Addrs:                 addrs,
+		MasterName:            c.SentinelMaster,
+		Username:              c.Username,
+		Password:              c.Password,
+		DB:                    c.DB,
+		DialTimeout:           dial,
+		ReadTimeout:           timeout,
+		WriteTimeout:          timeout,
+		PoolSize:              c.PoolSize,
+		ContextTimeoutEnabled: true,
+		IsClusterMode:         c.Cluster,
+	}
+	opt.MaxRetries, opt.DialerRetries, opt.DialerRetryTimeout = failFast()
+	if c.Cluster {
+		// go-redis tries a refused command (CLUSTERDOWN, TRYAGAIN) again
+		// on the node its slot map names, up to MaxRedirects times, with
+		// back-offs of 10 ms to 1 s: three of them outlast a decision's
+		// timeout. Short ones leave the time to the store's own retries,
+		// which have the map reloaded first (refusals.go).
+		opt.MinRetryBackoff, opt.MaxRetryBackoff = time.Millisecond, 4*time.Millisecond
+	}
+	if c.TLS {
+		tc, err := c.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
+		opt.TLSConfig = tc
+	}
+	if c.Cluster {
+		co := opt.Cluster()
+		// The store sends only commands on the keys of one slot (scripts
+		// and their pipelines), so go-redis's routing policies add
+		// nothing; they read the command table (COMMAND) on first use,
+		// and for a least-privilege user, who may not, go-redis asks
+		// again before every command, a round trip and a log line each.
+		co.DisableRoutingPolicies = true
+		return redis.NewClusterClient(co), nil
+	}
+	return redis.NewUniversalClient(opt), nil
+}
+
+// failFast turns go-redis's retries down: a decision has a budget of
+// Timeout, and with retries (and their backoff) a refused connection would
+// use all of it instead of failing at once and letting on_error decide.
+// Cluster redirections (MOVED, ASK) are followed all the same.
+func failFast() (maxRetries, dialerRetries int, dialerBackoff time.Duration) {
+	return -1, 1, time.Millisecond
+}
+
+func (c *Config) tlsConfig() (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.TLSServerName, InsecureSkipVerify: c.TLSInsecureSkipVerify}
+	if c.TLSCA != "" {
+		pem, err := os.ReadFile(c.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("redis tls_ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("redis tls_ca %s: no PEM certificates", c.TLSCA)
+		}
+		tc.RootCAs = pool
+	}
+	return tc, nil
+}

@@ -1,0 +1,321 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freqcap/caddy-freqcap/lua"
+)
+
+// This file checks, once when a gateway starts, what the Redis behind a
+// store will let it do, so that a misconfiguration shows in the log at
+// start instead of as failures at the first send: whether each node
+// answers, whether the user may run every command the store sends (on
+// keys of its prefix), and whether the node's eviction policy may evict
+// counts. The store works without it; nothing here changes a decision.
+
+var startCheckScript = redis.NewScript(lua.StartCheck)
+
+// StartCheck is what CheckStart found.
+type StartCheck struct {
+	// Err is set when the store could not be asked at all: no node
+	// answered (down, a wrong address, a refused password), or a cluster's
+	// slot map could not be read. Decisions then go to on_error until it
+	// answers.
+	Err error
+	// Nodes are the nodes asked: the server (the master, under Sentinel),
+	// or every master of a cluster.
+	Nodes []NodeCheck
+}
+
+// NodeCheck is what one node answered.
+type NodeCheck struct {
+	// Node is the node's address as the client dials it ("sentinel" for
+	// the master a Sentinel client follows).
+	Node string
+	// Err is why the node could not be asked.
+	Err error
+	// Refused lists what the store needs that the user may not do.
+	Refused []Refusal
+	// Server is the server's name and version ("redis 7.0.15", "valkey
+	// 8.1.1"); "" when INFO is refused.
+	Server string
+	// EvictionPolicy is the node's maxmemory-policy; "" when it could not
+	// be read (PolicyErr says why: INFO and CONFIG GET are refused to a
+	// least-privilege user).
+	EvictionPolicy string
+	// MaxMemory is the node's maxmemory in bytes (0: no limit), when read.
+	MaxMemory int64
+	PolicyErr error
+}
+
+// Refusal is one command the store needs that the user may not run.
+type Refusal struct {
+	// Command is the command as Redis names it: "evalsha", "get",
+	// "cluster|slots".
+	Command string
+	// InScript is set for a call the store's scripts make (redis.call),
+	// which Redis checks against the user as if it were sent directly.
+	InScript bool
+	// Keys is the key pattern the store needs the command on
+	// ("freqcap:*"), or "" for a command without keys.
+	Keys string
+	// Reason is what the server answered.
+	Reason string
+}
+
+func (r Refusal) String() string {
+	where := ""
+	if r.InScript {
+		where = " (inside the store's scripts)"
+	}
+	if r.Keys != "" {
+		return fmt.Sprintf("%s on keys %s%s: %s", r.Command, r.Keys, where, r.Reason)
+	}
+	return fmt.Sprintf("%s%s: %s", r.Command, where, r.Reason)
+}
+
+// EvictsCounts reports whether a node whose maxmemory-policy is policy
+// may evict the store's keys when it reaches maxmemory. Every key the
+// store writes has a TTL (it expires once its records have left every
+// window), so the volatile-* policies evict them as readily as the
+// allkeys-* ones, and an evicted recipient loses its history: its caps
+// start again from zero. Only noeviction keeps every count, refusing
+// writes instead (the decisions then go to on_error). An empty (unknown)
+// policy reports false.
+func EvictsCounts(policy string) bool {
+	return policy != "" && policy != "noeviction"
+}
+
+// IsPermissionRefusal reports whether err is a refusal by the server's
+// ACL (the command, or a key, is not the user's), however the server
+// words it: NOPERM, "ACL failure in script" (Redis 8, Valkey 8) or Redis
+// 7.0's sentence for a call inside a script.
+func IsPermissionRefusal(err error) bool {
+	if err == nil {
+		return false
+	}
+	m := err.Error()
+	return strings.HasPrefix(m, "NOPERM ") || strings.Contains(m, ": NOPERM ") ||
+		strings.Contains(m, "ACL failure in script") || strings.Contains(m, "The user executing the script can't")
+}
+
+// CheckStart asks the store's Redis what a gateway needs to know at start
+// (see StartCheck). It sends a few commands to each node (one pipeline:
+// TIME, MGET, ASKING on a cluster, the probe script by EVAL and EVALSHA,
+// INFO, CONFIG GET), on
+// one probe key per node that no rule can name, which it leaves behind
+// for at most a second. ctx bounds the whole check.
+func (s *Store) CheckStart(ctx context.Context) StartCheck {
+	if !s.cluster {
+		p, ok := s.client.(pipeliner)
+		if !ok {
+			return StartCheck{Err: errors.New("the client cannot pipeline")}
+		}
+		nc := s.checkNode(ctx, nodeName(s.client), p, s.probeKey("0"))
+		check := StartCheck{Nodes: []NodeCheck{nc}}
+		if nc.Err != nil {
+			check.Err = nc.Err
+		}
+		return check
+	}
+	cc, ok := s.client.(clusterMasters)
+	if !ok {
+		return StartCheck{Err: errors.New("the cluster client cannot name its masters")}
+	}
+	var mu sync.Mutex
+	var check StartCheck
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		key, err := s.probeKeyOn(ctx, cc, m.Options().Addr)
+		var nc NodeCheck
+		if err != nil {
+			nc = NodeCheck{Node: m.Options().Addr, Err: err}
+		} else {
+			nc = s.checkNode(ctx, m.Options().Addr, m, key)
+		}
+		mu.Lock()
+		check.Nodes = append(check.Nodes, nc)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		check.Err = fmt.Errorf("reading the cluster's slot map: %w", err)
+		if IsPermissionRefusal(err) {
+			check.Nodes = append(check.Nodes, NodeCheck{Node: "cluster", Refused: []Refusal{{Command: "cluster|slots", Reason: err.Error()}}})
+		}
+		return check
+	}
+	if len(check.Nodes) == 0 {
+		check.Err = errors.New("the cluster has no master serving slots")
+	}
+	for _, nc := range check.Nodes {
+		if nc.Err == nil {
+			return check
+		}
+	}
+	if check.Err == nil && len(check.Nodes) > 0 {
+		check.Err = check.Nodes[0].Err
+	}
+	return check
+}
+
+// pipeliner is a client that sends commands in a pipeline.
+type pipeliner interface {
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+}
+
+// clusterMasters is a cluster client that reaches each master and names
+// the master of a key, as *redis.ClusterClient does.
+type clusterMasters interface {
+	ForEachMaster(ctx context.Context, fn func(ctx context.Context, client *redis.Client) error) error
+	MasterForKey(ctx context.Context, key string) (*redis.Client, error)
+}
+
+// probeKey is the key the check writes: in the store's prefix, which the
+// user's key pattern must cover, with a character ('!') that no dimension
+// name has, so no rule's key can be it.
+func (s *Store) probeKey(tag string) string {
+	return s.opts.Prefix + "!startcheck{" + tag + "}"
+}
+
+// probeKeyOn finds a probe key that the master at addr serves.
+func (s *Store) probeKeyOn(ctx context.Context, cc clusterMasters, addr string) (string, error) {
+	for i := 0; i < 1<<16; i++ {
+		key := s.probeKey(strconv.Itoa(i))
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return "", err
+		}
+		if m.Options().Addr == addr {
+			return key, nil
+		}
+	}
+	return "", fmt.Errorf("no probe key found on %s", addr)
+}
+
+// nodeName is the address a client dials, or "sentinel" for a client that
+// follows the master Sentinel names.
+func nodeName(c any) string {
+	if o, ok := c.(interface{ Options() *redis.Options }); ok {
+		if addr := o.Options().Addr; addr != "" && addr != "FailoverClient" {
+			return addr
+		}
+	}
+	return "sentinel"
+}
+
+// checkNode asks one node, through c, in one pipeline.
+func (s *Store) checkNode(ctx context.Context, node string, c pipeliner, key string) NodeCheck {
+	nc := NodeCheck{Node: node}
+	keys := s.opts.Prefix + "*"
+	var tm *redis.TimeCmd
+	var mg *redis.SliceCmd
+	var ev, evsha, info, conf, asking *redis.Cmd
+	_, perr := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		tm = p.Time(ctx)
+		mg = p.MGet(ctx, key)
+		if s.cluster {
+			// What go-redis sends before a command it follows an ASK
+			// redirection with, while a slot moves.
+			asking = p.Do(ctx, "ASKING")
+		}
+		ev = p.Eval(ctx, lua.StartCheck, []string{key})
+		evsha = p.EvalSha(ctx, startCheckScript.Hash(), []string{key})
+		info = p.Do(ctx, "INFO", "server", "memory")
+		conf = p.Do(ctx, "CONFIG", "GET", "maxmemory-policy")
+		return nil
+	})
+	// A node that could not be reached (or refused the password) fails
+	// every command alike, or only the pipeline: go-redis need not set
+	// each command's error when the connection failed before any answer.
+	// One that answered fails each command on its own.
+	if err := tm.Err(); err != nil && !IsPermissionRefusal(err) {
+		nc.Err = err
+		return nc
+	}
+	if tm.Err() == nil && tm.Val().IsZero() {
+		nc.Err = perr
+		if nc.Err == nil {
+			nc.Err = errors.New("no answer to TIME")
+		}
+		return nc
+	}
+	refuse := func(cmd string, inScript bool, keyed bool, err error) {
+		r := Refusal{Command: cmd, InScript: inScript, Reason: err.Error()}
+		if keyed {
+			r.Keys = keys
+		}
+		nc.Refused = append(nc.Refused, r)
+	}
+	if err := tm.Err(); err != nil {
+		refuse("time", false, false, err)
+	}
+	if err := mg.Err(); IsPermissionRefusal(err) {
+		refuse("mget", false, true, err)
+	}
+	if asking != nil && IsPermissionRefusal(asking.Err()) {
+		refuse("asking", false, false, asking.Err())
+	}
+	if err := evsha.Err(); IsPermissionRefusal(err) {
+		refuse("evalsha", false, true, err)
+	}
+	if err := ev.Err(); IsPermissionRefusal(err) {
+		refuse("eval", false, true, err)
+	} else if err == nil {
+		pairs, _ := ev.Val().([]any)
+		for i := 0; i+1 < len(pairs); i += 2 {
+			cmd, _ := pairs[i].(string)
+			reason, _ := pairs[i+1].(string)
+			refuse(cmd, true, cmd != "time", errors.New(reason))
+		}
+	} else if !errors.Is(err, redis.Nil) {
+		nc.Refused = append(nc.Refused, Refusal{Command: "eval", Keys: keys, Reason: "the probe script failed: " + err.Error()})
+	}
+	s.readPolicy(&nc, info, conf)
+	return nc
+}
+
+// readPolicy fills nc's server, eviction policy and maxmemory from INFO,
+// or the policy from CONFIG GET when INFO is refused.
+func (s *Store) readPolicy(nc *NodeCheck, info, conf *redis.Cmd) {
+	nc.MaxMemory = -1
+	if text, err := info.Text(); err == nil {
+		fields := map[string]string{}
+		for _, line := range strings.Split(text, "\n") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+				fields[k] = v
+			}
+		}
+		name, version := "redis", fields["redis_version"]
+		if v := fields["valkey_version"]; v != "" {
+			name, version = "valkey", v
+		}
+		if version != "" {
+			nc.Server = name + " " + version
+		}
+		nc.EvictionPolicy = fields["maxmemory_policy"]
+		if n, err := strconv.ParseInt(fields["maxmemory"], 10, 64); err == nil {
+			nc.MaxMemory = n
+		}
+		if nc.EvictionPolicy != "" {
+			return
+		}
+	}
+	switch v := conf.Val().(type) {
+	case map[any]any:
+		nc.EvictionPolicy, _ = v["maxmemory-policy"].(string)
+	case []any:
+		if len(v) == 2 {
+			nc.EvictionPolicy, _ = v[1].(string)
+		}
+	}
+	if nc.EvictionPolicy == "" {
+		nc.PolicyErr = fmt.Errorf("INFO: %v; CONFIG GET: %v", info.Err(), conf.Err())
+	}
+}

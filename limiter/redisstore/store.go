@@ -1,0 +1,292 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog"
+)
+
+// Store is the shared store: decisions run lua/freqcap.lua (EVALSHA, EVAL on
+// NOSCRIPT) on the Redis server's clock.
+//
+// On a standalone server or Sentinel all keys of a request form one group:
+// one script run, atomic. Concurrent decisions are batched: a decision that
+// finds the store idle goes at once, and those that arrive while a run is in
+// flight ride together in the next one, so under load one run (and one
+// round trip) serves many decisions, and at low load nothing waits (see
+// batcher.go).
+//
+// On a cluster, a request's keys are grouped by hash tag, one script run per
+// group. Groups on different tags are each reserved (decided and recorded)
+// in parallel; if any denies or fails, every reservation made is refunded,
+// so no rule is ever over-admitted and a denial leaves nothing behind (see
+// cluster.go).
+//
+// The zero value is not usable; call NewRedis. Redis is safe for concurrent
+// use, also by several gateways sharing one Redis.
+type Store struct {
+	client  Client
+	cluster bool
+	opts    Options
+	batches chan *call
+	stop    chan struct{}
+	// drained is closed when Close has stopped the batch loops: a call
+	// not answered by then never will be.
+	drained   chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	// conflicts counts batches decided in Go whose write found a key
+	// changed, and went to the script.
+	conflicts atomic.Int64
+	// busy counts the batch loops that have a batch or a held write (from
+	// taking a batch to sending its last write): with none, the store is
+	// idle.
+	busy atomic.Int32
+	hot  *hotKeys
+	// leases keeps two batch sends decided in Go from reading a key
+	// between the other's read and write.
+	leases *keyLeases
+	// caps is each node's write path (capability.go); node names
+	// the one node off a cluster.
+	caps *writePaths
+	node string
+}
+
+// Client is what the Redis store needs of a go-redis client: scripts and
+// pipelines. *redis.Client, *redis.ClusterClient and the Sentinel failover
+// client fit, as does any wrapper that passes these calls on.
+type Client interface {
+	redis.Scripter
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+}
+
+// Options configure NewRedis.
+type Options struct {
+	// Prefix starts every key. Default "freqcap:".
+	Prefix string
+	// Timeout bounds every call to the store; past it the call fails with
+	// ErrTimeout. Default 100ms. The client must honour context deadlines
+	// (go-redis: ContextTimeoutEnabled) for the bound to cut a call short.
+	Timeout time.Duration
+	// Cluster splits every request by hash tag, one script run per tag,
+	// as a Redis Cluster needs. Default false: the client is taken for a
+	// cluster when it has ForEachMaster (as *redis.ClusterClient has), so
+	// a wrapper that hides that method must set Cluster.
+	Cluster bool
+	// InFlight is how many batches may be in flight at once (standalone
+	// and Sentinel). Default 4: a batch is a round trip and then Go work,
+	// and four keep both the gateway and Redis busy; fewer make bigger
+	// batches, and a lone decision never waits.
+	InFlight int
+	// MaxBatch is the most decisions in one batch. Default 64, at
+	// most 100: a run carries at most 255 rule specs.
+	MaxBatch int
+	// ScriptOnly decides every batch in freqcap.lua, in one round trip, as
+	// on a cluster. Default false: off a cluster a batch is decided in Go
+	// between a read and a compare-and-set write, which costs Redis less
+	// CPU, and in the script only when the write finds a key changed since
+	// the read (see godecide.go).
+	ScriptOnly bool
+	// GoBatchMin is the fewest decisions a batch decided in Go holds when
+	// its round trips would be its own: a smaller batch of decisions that
+	// finds the store idle (no other batch in a round trip, no write
+	// waiting) is decided in the script, in one round trip instead of two.
+	// Default 2: at low load a batch holds one decision, and one script run
+	// costs it less than a read and then a write; under load batches are
+	// bigger and their writes ride with the next reads, so they stay in Go.
+	// 1: no batch goes to the script for being small (hot keys, calls
+	// split by hash tag and ScriptOnly still do). With InFlight 1 "idle"
+	// only means that the one loop has no write to send.
+	GoBatchMin int
+	// Now replaces the server's TIME when set. Default nil (TIME); for
+	// tests only: gateways share one clock only through TIME.
+	Now func() time.Time
+	// NoNativeWrite writes every decision made in Go with commit.lua, even
+	// on a node that has SET … IFEQ. Default false: where a node has it,
+	// a key that no other key of the same decisions shares a write with is
+	// written with SET … IFEQ (see nativewrite.go), at about the cost
+	// of a plain SET. For comparing the two, and as a way back.
+	NoNativeWrite bool
+	// OnWritePath, when set, is called each time a node's write path is
+	// found or changes (WritePaths lists them all), from a goroutine of
+	// the store: it must not block. Default nil.
+	OnWritePath func(NodeWritePath)
+}
+
+// hotHold is how long a key whose write from Go conflicted sends the
+// batches that touch it to the script.
+const hotHold = time.Second
+
+// New returns a store on client. It does not connect; the first call
+// does. Close stops the batching goroutines; the client stays open (its
+// owner closes it).
+func New(client Client, opts Options) *Store {
+	if opts.Prefix == "" {
+		opts.Prefix = "freqcap:"
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.InFlight <= 0 {
+		opts.InFlight = 4
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 64
+	}
+	if opts.GoBatchMin <= 0 {
+		opts.GoBatchMin = 2
+	}
+	// A run carries at most 255 rule specs, two per decision at most in
+	// practice (calendar zones vary by recipient).
+	opts.MaxBatch = min(opts.MaxBatch, 100)
+	cluster := opts.Cluster || isCluster(client)
+	s := &Store{client: client, cluster: cluster, opts: opts, stop: make(chan struct{}), drained: make(chan struct{}), hot: newHotKeys(time.Now, hotHold), leases: newKeyLeases()}
+	s.caps, s.node = newWritePaths(time.Now, opts.Timeout, nativeOff(opts), opts.OnWritePath), standaloneNode(client)
+	if !cluster {
+		s.startBatching()
+	}
+	return s
+}
+
+// Decide implements Store.
+func (s *Store) Decide(ctx context.Context, req *limiter.Request) (*limiter.Decision, error) {
+	return s.decide(ctx, req, opDecide)
+}
+
+// Usage implements Store.
+func (s *Store) Usage(ctx context.Context, req *limiter.Request) (*limiter.Decision, error) {
+	return s.decide(ctx, req, opPeek)
+}
+
+// Refund implements Store.
+func (s *Store) Refund(ctx context.Context, id string) (bool, error) {
+	recs, err := recordlog.DecodeID(id)
+	if err != nil {
+		return false, nil
+	}
+	return s.refund(ctx, recs)
+}
+
+// Reset implements Store. Resets are rare: they run unbatched, one run per
+// hash tag.
+func (s *Store) Reset(ctx context.Context, req *limiter.Request) error {
+	nowArg, approx := s.nowArg(req)
+	p := limiter.GetPlan()
+	defer p.Release()
+	if err := p.Build(s.opts.Prefix, req, approx); err != nil {
+		return err
+	}
+	groups := s.byTag(len(p.Sections), func(i int) string { return string(p.Key(&p.Sections[i])) })
+	errs := make([]error, len(groups))
+	s.each(len(groups), func(gi int) {
+		keys, args := resetArgs(p, groups[gi], nowArg)
+		_, errs[gi] = s.runBounded(ctx, keys, args)
+	})
+	var firstErr error
+	for _, e := range errs {
+		firstErr = cmpErr(firstErr, e)
+	}
+	return firstErr
+}
+
+// Conflicts is how many batches decided in Go found a key changed at their
+// write, and were decided again in the script.
+func (s *Store) Conflicts() int64 { return s.conflicts.Load() }
+
+// Close stops the batching goroutines, once their writes are answered; the
+// client stays open.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		s.wg.Wait()
+		s.caps.close()
+		close(s.drained)
+	})
+	return nil
+}
+
+// nowArg is the "now" ARGV: the request's time, the test clock, or 0 for
+// the server's TIME. approx is the gateway's idea of now, for calendar
+// periods.
+func (s *Store) nowArg(req *limiter.Request) (arg int64, approx time.Time) {
+	switch {
+	case !req.Now.IsZero():
+		return req.Now.UnixMilli(), req.Now
+	case s.opts.Now != nil:
+		t := s.opts.Now()
+		return t.UnixMilli(), t
+	}
+	return 0, time.Now()
+}
+
+func (s *Store) decide(ctx context.Context, req *limiter.Request, op string) (*limiter.Decision, error) {
+	nowArg, approx := s.nowArg(req)
+	w := getRedisWork()
+	p := &w.plan
+	if err := p.Build(s.opts.Prefix, req, approx); err != nil {
+		w.release()
+		return nil, err
+	}
+	calls := s.calls(w, op, nowArg)
+	if err := s.do(ctx, calls); err != nil {
+		// A batched run may still read the plan: leave it to the GC.
+		return nil, err
+	}
+	defer w.release()
+
+	// Put the calls' answers back in plan order.
+	p.Raw = append(p.Raw[:0], make([]recordlog.RawResult, len(p.Rules))...)
+	admitted := true
+	var now int64
+	var firstErr error
+	for _, c := range calls {
+		if c.err != nil {
+			firstErr = cmpErr(firstErr, c.err)
+			continue
+		}
+		admitted = admitted && c.reply[0] == 1
+		if now == 0 {
+			now = c.at
+		}
+		c.unpackReply(p)
+	}
+	if op == opDecide && (firstErr != nil || !admitted) && len(calls) > 1 {
+		s.rollback(p, calls)
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return p.Finish(req, now, admitted), nil
+}
+
+// refund runs unbatched, one run per hash tag, the runs of a cluster in
+// one pipeline (one round trip per node: a batch's refund may span
+// hundreds of tags): refunds are rare.
+func (s *Store) refund(ctx context.Context, recs []recordlog.Recorded) (bool, error) {
+	nowArg, _ := s.nowArg(&limiter.Request{})
+	groups := s.byTag(len(recs), func(i int) string { return recs[i].Key })
+	runs := make([]scriptRun, len(groups))
+	for gi, g := range groups {
+		keys, args := refundArgs(recs, g, nowArg)
+		runs[gi] = scriptRun{keys: keys, args: args}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	s.runAll(ctx, runs)
+	cancel()
+	given := false
+	var firstErr error
+	for _, r := range runs {
+		if r.err != nil {
+			firstErr = cmpErr(firstErr, r.err)
+		} else if len(r.rep) > 0 && r.rep[0] > 0 {
+			given = true
+		}
+	}
+	return given, firstErr
+}
