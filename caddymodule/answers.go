@@ -1,14 +1,13 @@
 package caddymodule
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 	"github.com/freqcap/caddy-freqcap/internal/answer"
 	"github.com/freqcap/caddy-freqcap/internal/bodycodec"
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
@@ -17,47 +16,6 @@ import (
 
 // ProblemType is the "type" of a denial's problem+json body (RFC 9457).
 const ProblemType = "https://github.com/freqcap/caddy-freqcap#rate-limited"
-
-// failure is an answer the handler gives instead of passing the request
-// on: a 400, 413 or 503 with a JSON reason.
-type failure struct {
-	status    int
-	reason    string
-	dimension string
-	rule      string
-}
-
-// write sends f as {"error": ..., "dimension": ..., "rule": ...}: the
-// admin API's and console's answers (a send's go through its style: see
-// Handler.fail).
-func (f *failure) write(w http.ResponseWriter) error {
-	body := struct {
-		Error     string `json:"error"`
-		Dimension string `json:"dimension,omitempty"`
-		Rule      string `json:"rule,omitempty"`
-	}{f.reason, f.dimension, f.rule}
-	return writeJSON(w, f.status, "application/json", body)
-}
-
-func writeJSON(w http.ResponseWriter, status int, contentType string, v any) error {
-	// Not json.Marshal: it writes <, > and & as \u003c..., which reads
-	// badly in a reason ("use /frequency_cap/<name>/usage") and guards
-	// nothing here (the answers are JSON, never HTML).
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("encoding answer: %w", err)
-	}
-	out := buf.Bytes() // Encode ends it with a newline
-	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Content-Length", strconv.Itoa(len(out)))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, err := w.Write(out)
-	return err
-}
 
 // problem is the body of a denial.
 type problem struct {
@@ -83,7 +41,7 @@ type violated struct {
 }
 
 // storeDown is the answer under on_error deny.
-var storeDown = &failure{status: http.StatusServiceUnavailable, reason: "frequency cap store unavailable"}
+var storeDown = &reply.Failure{Status: http.StatusServiceUnavailable, Reason: "frequency cap store unavailable"}
 
 // provisionAnswer finds the answer style and fills in the status of a
 // denial, which only the problem style takes from status_code.
@@ -114,8 +72,8 @@ func (h *Handler) provisionAnswer() error {
 }
 
 // fail answers a request the handler could not decide, in its style.
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, f *failure) error {
-	return h.style.Fail(w, r, &answer.Failure{Status: f.status, Reason: f.reason, Dimension: f.dimension, Rule: f.rule}, bodycodec.Accepted)
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, f *reply.Failure) error {
+	return h.style.Fail(w, r, &answer.Failure{Status: f.Status, Reason: f.Reason, Dimension: f.Dimension, Rule: f.Rule}, bodycodec.Accepted)
 }
 
 // writeDenial answers a denied single send, in the handler's style: the
@@ -139,7 +97,7 @@ func newProblem(status int, req *limiter.Request, d *limiter.Decision) problem {
 		Status:     status,
 		Rule:       den.Rule.Name,
 		Limit:      den.Limit,
-		Window:     windowOf(&req.Checks[d.Denier]),
+		Window:     reply.Window(&req.Checks[d.Denier]),
 		RetryAfter: retry,
 	}
 	if den.Rule.Quiet != nil {
@@ -156,24 +114,11 @@ func newProblem(status int, req *limiter.Request, d *limiter.Decision) problem {
 			Limit:      res.Limit,
 			Used:       res.Used,
 			Remaining:  res.Remaining,
-			Window:     windowOf(&req.Checks[i]),
+			Window:     reply.Window(&req.Checks[i]),
 			RetryAfter: retryAfter(res.RetryAfter),
 		})
 	}
 	return p
-}
-
-// windowOf names a check's window as configured, with the zone the request
-// was actually counted in.
-func windowOf(c *limiter.Check) string {
-	if q := c.Rule.Quiet; q != nil {
-		return q.String(c.Zone)
-	}
-	w := c.Rule.Window
-	if w.IsCalendar() && c.Zone != nil {
-		w.Zone = c.Zone
-	}
-	return w.String()
 }
 
 // setQuotaHeaders sets the fields of draft-ietf-httpapi-ratelimit-headers-10
@@ -199,11 +144,11 @@ func setQuotaHeaders(h http.Header, d *limiter.Decision) {
 	}
 	end[0] = len(buf)
 	for i, res := range results {
-		buf = appendItem(buf, i, res.Rule.Name, ";r=", res.Remaining, ";t=", ceilSeconds(res.Reset))
+		buf = appendItem(buf, i, res.Rule.Name, ";r=", res.Remaining, ";t=", reply.CeilSeconds(res.Reset))
 	}
 	end[1] = len(buf)
 	t := results[tightestOf(results)]
-	for i, v := range [3]int64{t.Limit, t.Remaining, ceilSeconds(t.Reset)} {
+	for i, v := range [3]int64{t.Limit, t.Remaining, reply.CeilSeconds(t.Reset)} {
 		buf = strconv.AppendInt(buf, v, 10)
 		end[2+i] = len(buf)
 	}
@@ -272,12 +217,5 @@ func tightestOf(results []limiter.Result) int {
 	return tight
 }
 
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
 // retryAfter is a Retry-After value: whole seconds, rounded up, at least 1.
-func retryAfter(d time.Duration) int64 { return max(1, ceilSeconds(d)) }
+func retryAfter(d time.Duration) int64 { return max(1, reply.CeilSeconds(d)) }

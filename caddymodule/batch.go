@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 	"github.com/freqcap/caddy-freqcap/internal/bodycodec"
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
@@ -24,9 +25,9 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 	b, err := bc.path.EnumerateMessages(body.json, bc.max)
 	if err != nil {
 		undecided(repl)
-		f := &failure{status: http.StatusBadRequest, reason: "reading the batch: " + err.Error(), dimension: h.dims[bc.dim].name}
+		f := &reply.Failure{Status: http.StatusBadRequest, Reason: "reading the batch: " + err.Error(), Dimension: h.dims[bc.dim].Name}
 		if errors.Is(err, jsonbatch.ErrTooMany) {
-			f.status, f.reason = http.StatusRequestEntityTooLarge, fmt.Sprintf("the batch has more than max_batch (%d) entries", bc.max)
+			f.Status, f.Reason = http.StatusRequestEntityTooLarge, fmt.Sprintf("the batch has more than max_batch (%d) entries", bc.max)
 		}
 		return h.fail(w, r, f)
 	}
@@ -35,8 +36,8 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		h.metrics.missing[bc.dim].Inc()
 		if h.OnMissing == OnMissingReject {
 			undecided(repl)
-			name := h.dims[bc.dim].name
-			return h.fail(w, r, missingEntry(name, h.dims[bc.dim].expr, b.Missing[0]))
+			name := h.dims[bc.dim].Name
+			return h.fail(w, r, missingEntry(name, h.dims[bc.dim].Expr, b.Missing[0]))
 		}
 	}
 	reqs, quiet, fail := h.batchRequests(repl, b)

@@ -48,9 +48,9 @@ func (h *Handler) compileBatch() error {
 	var bc *batchConfig
 	paths := make([]*jsonbatch.Path, len(h.dims))
 	for i, d := range h.dims {
-		p, err := wildcardPath(d.expr)
+		p, err := wildcardPath(d.Expr)
 		if err != nil {
-			return fmt.Errorf("dimension %s: %w", d.name, err)
+			return fmt.Errorf("dimension %s: %w", d.Name, err)
 		}
 		if p != nil && bc == nil {
 			bc = &batchConfig{path: p, dim: i}
@@ -66,14 +66,14 @@ func (h *Handler) compileBatch() error {
 			continue
 		}
 		if err := bc.path.CheckDimension(p); err != nil {
-			return fmt.Errorf("dimension %s: %w", h.dims[i].name, err)
+			return fmt.Errorf("dimension %s: %w", h.dims[i].Name, err)
 		}
 	}
 	bc.dims = paths
 	// The dropped entries' paths go into a header as sf-strings; a
 	// concrete path adds only digits to the pattern.
 	if _, err := jsonbatch.SFStringList([]string{bc.path.String()}); err != nil {
-		return fmt.Errorf("dimension %s: %w", h.dims[bc.dim].name, err)
+		return fmt.Errorf("dimension %s: %w", h.dims[bc.dim].Name, err)
 	}
 
 	perEntry := func(what, expr string) (*jsonbatch.Path, error) {

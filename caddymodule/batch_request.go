@@ -8,6 +8,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/zones"
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
@@ -70,7 +72,7 @@ func textOf(repl *caddy.Replacer, b *jsonbatch.Batch, p *jsonbatch.Path, expr st
 // row), and a rule whose dimensions are a run of that order
 // (batchConfig.rowSpan: the seed's rules are) takes its Values from the
 // row rather than a copy.
-func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]limiter.Request, [][]quietHit, *failure) {
+func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]limiter.Request, [][]quietHit, *reply.Failure) {
 	bc := h.batch
 	n := len(b.Entries)
 	vals := make([]entryText, len(h.dims))
@@ -78,7 +80,7 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]lim
 		if di == bc.dim {
 			vals[di] = entryText{ents: b.Entries, perEntry: true}
 		} else {
-			vals[di] = textOf(repl, b, bc.dims[di], d.expr)
+			vals[di] = textOf(repl, b, bc.dims[di], d.Expr)
 		}
 		if f := h.checkMissing(b, di, &vals[di]); f != nil {
 			return nil, nil, f
@@ -152,7 +154,7 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]lim
 				}
 				continue
 			}
-			var fail *failure
+			var fail *reply.Failure
 			// The entry's path is made only for a 400 that names it.
 			if cr.costExpr != "" {
 				if c.Cost, fail = cr.costOf(costs[ri].at(i), ""); fail != nil {
@@ -176,7 +178,7 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]lim
 // checkMissing counts a dimension with a missing value in the batch (once
 // per request, as for a single send) and, under on_missing reject,
 // returns the 400 naming it and the first entry without it.
-func (h *Handler) checkMissing(b *jsonbatch.Batch, di int, t *entryText) *failure {
+func (h *Handler) checkMissing(b *jsonbatch.Batch, di int, t *entryText) *reply.Failure {
 	where := ""
 	switch {
 	case !t.perEntry && t.all == "":
@@ -200,8 +202,8 @@ func (h *Handler) checkMissing(b *jsonbatch.Batch, di int, t *entryText) *failur
 	if h.OnMissing != OnMissingReject {
 		return nil
 	}
-	name := h.dims[di].name
-	return &failure{status: http.StatusBadRequest, reason: "missing value for dimension " + name + where, dimension: name}
+	name := h.dims[di].Name
+	return &reply.Failure{Status: http.StatusBadRequest, Reason: "missing value for dimension " + name + where, Dimension: name}
 }
 
 // batchZones resolves the zones a batch's entries name, each name once per
@@ -223,7 +225,7 @@ func (z *batchZones) of(name string) *time.Location {
 	}
 	zone, ok := z.seen[name]
 	if !ok {
-		zone = requestZone(name)
+		zone = zones.OfRequest(name)
 		z.seen[name] = zone
 	}
 	z.last, z.zone = name, zone
@@ -234,9 +236,9 @@ func (z *batchZones) of(name string) *time.Location {
 // miss. When a wildcard met something other than an array, the body is
 // not of the shape the path expects, and the answer says so rather than
 // blame a missing value.
-func missingEntry(name, expr string, miss jsonbatch.Miss) *failure {
+func missingEntry(name, expr string, miss jsonbatch.Miss) *reply.Failure {
 	if miss.NotArray == jsonbatch.Missing {
-		return &failure{status: http.StatusBadRequest, reason: "missing value for dimension " + name + " at " + miss.Path, dimension: name}
+		return &reply.Failure{Status: http.StatusBadRequest, Reason: "missing value for dimension " + name + " at " + miss.Path, Dimension: name}
 	}
 	where := "the body"
 	if i := strings.Index(miss.Path, ".*"); i > 0 {
@@ -244,8 +246,8 @@ func missingEntry(name, expr string, miss jsonbatch.Miss) *failure {
 	} else if i < 0 && !strings.HasPrefix(miss.Path, "*") {
 		where = miss.Path
 	}
-	return &failure{status: http.StatusBadRequest, dimension: name,
-		reason: fmt.Sprintf("the body is not of the shape dimension %s expects (%s): %s is %s %s where * needs an array", name, expr, where, article(miss.NotArray), miss.NotArray)}
+	return &reply.Failure{Status: http.StatusBadRequest, Dimension: name,
+		Reason: fmt.Sprintf("the body is not of the shape dimension %s expects (%s): %s is %s %s where * needs an array", name, expr, where, article(miss.NotArray), miss.NotArray)}
 }
 
 // article is "a" or "an" before a kind's name.

@@ -1,6 +1,8 @@
 package caddymodule
 
-import "github.com/freqcap/caddy-freqcap/limiter"
+import (
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
 
 // A batch's decisions are counted in the metrics per rule and outcome,
 // then added once per batch: counting each entry's results as a single

@@ -14,6 +14,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/zones"
 	"github.com/freqcap/caddy-freqcap/internal/answer"
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
@@ -28,14 +29,15 @@ func init() {
 	// forward_auth right after basic_auth: after it is after both.
 	httpcaddyfile.RegisterDirectiveOrder("frequency_cap", httpcaddyfile.After, "forward_auth")
 
-	httpcaddyfile.RegisterHandlerDirective("frequency_cap_console", parseConsoleCaddyfile)
-	// Also after authentication, so the console is behind the site's auth
+	// The console's directive (registered by its own package) is ordered
+	// here too: also after authentication, so the console is behind the site's auth
 	// without an order line, and before frequency_cap, so that a cap with
 	// no matcher never sees the console's requests (the page and its API
 	// carry no message: the cap would refuse them 400). Inserting after
 	// forward_auth once frequency_cap is there puts the console between
-	// the two; both are registered here, in this order, because Caddy lets
-	// a directive be ordered only against one of its standard directives.
+	// the two; both are ordered here, in this order, because Caddy lets
+	// a directive be ordered only against one of its standard directives,
+	// and the order of two packages' init functions is theirs to choose.
 	httpcaddyfile.RegisterDirectiveOrder("frequency_cap_console", httpcaddyfile.After, "forward_auth")
 }
 
@@ -606,7 +608,7 @@ func unmarshalZone(d *caddyfile.Dispenser, rc *RuleConfig, args []string) error 
 	if len(args) > 0 {
 		rc.Zone = args[0]
 		if !isPlaceholder(rc.Zone) {
-			if _, err := loadZone(rc.Zone); err != nil {
+			if _, err := zones.Load(rc.Zone); err != nil {
 				return d.Errf("rule %s: %v", rc.Name, err)
 			}
 		}
@@ -616,7 +618,7 @@ func unmarshalZone(d *caddyfile.Dispenser, rc *RuleConfig, args []string) error 
 			return d.Errf("rule %s: a fallback zone needs a placeholder zone such as {json.tz}", rc.Name)
 		}
 		rc.FallbackZone = args[1]
-		if _, err := loadZone(rc.FallbackZone); err != nil {
+		if _, err := zones.Load(rc.FallbackZone); err != nil {
 			return d.Errf("rule %s: fallback zone: %v", rc.Name, err)
 		}
 	}

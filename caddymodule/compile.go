@@ -7,14 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/capset"
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/zones"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
-
-// dimension is a declared dimension that some rule uses.
-type dimension struct {
-	name string
-	expr string
-}
 
 // compiledRule is a RuleConfig made ready for requests.
 type compiledRule struct {
@@ -79,7 +75,7 @@ func (h *Handler) compile() error {
 			if !ok {
 				idx = len(h.dims)
 				used[d] = idx
-				h.dims = append(h.dims, dimension{name: d, expr: h.Dimensions[d]})
+				h.dims = append(h.dims, capset.Dimension{Name: d, Expr: h.Dimensions[d]})
 			}
 			cr.dims = append(cr.dims, idx)
 		}
@@ -97,7 +93,7 @@ func (h *Handler) compile() error {
 	}
 
 	for _, d := range h.dims {
-		h.needs |= needsOf(d.expr)
+		h.needs |= needsOf(d.Expr)
 	}
 	for _, r := range h.rules {
 		h.needs |= needsOf(r.costExpr) | needsOf(r.zoneExpr) | needsOf(r.limitExpr)
@@ -207,7 +203,7 @@ func ruleZone(rc *RuleConfig) (*time.Location, string, error) {
 	if isPlaceholder(rc.Zone) {
 		fallback := time.UTC
 		if rc.FallbackZone != "" {
-			z, err := loadZone(rc.FallbackZone)
+			z, err := zones.Load(rc.FallbackZone)
 			if err != nil {
 				return nil, "", fmt.Errorf("rule %s: fallback zone: %w", rc.Name, err)
 			}
@@ -221,7 +217,7 @@ func ruleZone(rc *RuleConfig) (*time.Location, string, error) {
 	if rc.Zone == "" {
 		return time.UTC, "", nil
 	}
-	z, err := loadZone(rc.Zone)
+	z, err := zones.Load(rc.Zone)
 	if err != nil {
 		return nil, "", fmt.Errorf("rule %s: %w", rc.Name, err)
 	}

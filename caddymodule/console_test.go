@@ -8,10 +8,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-
-	"github.com/freqcap/caddy-freqcap/caddymodule"
 )
 
 // consoleUser and consolePassword sign in to the console of the tests.
@@ -341,63 +337,6 @@ func TestConsoleScoped(t *testing.T) {
 	}
 	// The other mount has no scope.
 	expectStatus(t, g.consoleDo(http.MethodGet, "/ops/api/capsets/local/usage?recipient=a", true), http.StatusOK)
-}
-
-// TestConsoleUnmarshalCaddyfile proves the console's Caddyfile grammar.
-func TestConsoleUnmarshalCaddyfile(t *testing.T) {
-	for _, tc := range []struct {
-		input string
-		want  caddymodule.Console
-		err   string
-	}{
-		{input: `frequency_cap_console`},
-		{input: `frequency_cap_console {
-		}`},
-		{input: `frequency_cap_console {
-			cap_sets push sms
-			read_only
-		}`, want: caddymodule.Console{CapSets: []string{"push", "sms"}, ReadOnly: true}},
-		{input: `frequency_cap_console {
-			user_header Remote-User
-		}`, want: caddymodule.Console{UserHeader: "Remote-User"}},
-		{input: `frequency_cap_console {
-			public
-		}`, want: caddymodule.Console{Public: true}},
-		{input: `frequency_cap_console {
-			public yes
-		}`, err: "wrong argument count"},
-		{input: `frequency_cap_console {
-			user_header
-		}`, err: "wrong argument count"},
-		{input: `frequency_cap_console extra`, err: "wrong argument count"},
-		{input: `frequency_cap_console {
-			cap_sets
-		}`, err: "wrong argument count"},
-		{input: `frequency_cap_console {
-			cap_sets push
-			cap_sets sms
-		}`, err: "cap_sets already specified"},
-		{input: `frequency_cap_console {
-			cap_sets {bad}
-		}`, err: `invalid name "{bad}"`},
-		{input: `frequency_cap_console {
-			read_only yes
-		}`, err: "wrong argument count"},
-		{input: `frequency_cap_console {
-			theme dark
-		}`, err: `unrecognized subdirective "theme"`},
-	} {
-		var got caddymodule.Console
-		err := got.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
-		switch {
-		case tc.err == "" && err != nil:
-			t.Errorf("%s: %v", tc.input, err)
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("%s: error %v, want one containing %q", tc.input, err, tc.err)
-		case tc.err == "" && !reflect.DeepEqual(got, tc.want):
-			t.Errorf("%s: %+v, want %+v", tc.input, got, tc.want)
-		}
-	}
 }
 
 // TestConsoleBesideSiteWideCap proves the directive orders need no order

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 	"github.com/freqcap/caddy-freqcap/internal/bodycodec"
 )
 
@@ -66,13 +67,13 @@ func (b *body) provide(key string) (any, bool) {
 // parses what needs asks for, and puts the bytes back as they came so the
 // next handler reads them unchanged. A failure is the answer to give the
 // sender.
-func readBody(r *http.Request, needs int, maxBody int64) (*body, *failure) {
+func readBody(r *http.Request, needs int, maxBody int64) (*body, *reply.Failure) {
 	if r.ContentLength > maxBody {
 		return nil, tooLarge(maxBody)
 	}
 	coding, err := bodycodec.Parse(r.Header.Values("Content-Encoding"))
 	if err != nil {
-		return nil, &failure{status: http.StatusUnsupportedMediaType, reason: fmt.Sprintf("request body: %v; accepted: %s", err, bodycodec.Accepted)}
+		return nil, &reply.Failure{Status: http.StatusUnsupportedMediaType, Reason: fmt.Sprintf("request body: %v; accepted: %s", err, bodycodec.Accepted)}
 	}
 	var raw []byte
 	if r.Body != nil && r.Body != http.NoBody {
@@ -83,7 +84,7 @@ func readBody(r *http.Request, needs int, maxBody int64) (*body, *failure) {
 			if errors.As(err, &mbe) {
 				return nil, tooLarge(mbe.Limit)
 			}
-			return nil, &failure{status: http.StatusBadRequest, reason: fmt.Sprintf("reading request body: %v", err)}
+			return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("reading request body: %v", err)}
 		}
 		if int64(len(raw)) > maxBody {
 			return nil, tooLarge(maxBody)
@@ -96,22 +97,22 @@ func readBody(r *http.Request, needs int, maxBody int64) (*body, *failure) {
 		raw, b.coding, err = bodycodec.Decode(coding, raw, maxBody)
 		switch {
 		case errors.Is(err, bodycodec.ErrTooLarge):
-			return nil, &failure{status: http.StatusRequestEntityTooLarge, reason: fmt.Sprintf("request body decoded from %s is larger than max_body (%d bytes)", coding, maxBody)}
+			return nil, &reply.Failure{Status: http.StatusRequestEntityTooLarge, Reason: fmt.Sprintf("request body decoded from %s is larger than max_body (%d bytes)", coding, maxBody)}
 		case err != nil:
-			return nil, &failure{status: http.StatusBadRequest, reason: "request body: " + err.Error()}
+			return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: "request body: " + err.Error()}
 		}
 	}
 	if needs&needJSON != 0 {
 		v, err := parseJSON(raw)
 		if err != nil {
-			return nil, &failure{status: http.StatusBadRequest, reason: "request body is not valid JSON: " + err.Error()}
+			return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: "request body is not valid JSON: " + err.Error()}
 		}
 		b.json = v
 	}
 	if needs&needForm != 0 {
 		f, err := url.ParseQuery(string(raw))
 		if err != nil {
-			return nil, &failure{status: http.StatusBadRequest, reason: "request body is not a valid form: " + err.Error()}
+			return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: "request body is not a valid form: " + err.Error()}
 		}
 		b.form = f
 	}
@@ -157,6 +158,6 @@ type replayBody struct {
 	io.Closer
 }
 
-func tooLarge(limit int64) *failure {
-	return &failure{status: http.StatusRequestEntityTooLarge, reason: fmt.Sprintf("request body is larger than max_body (%d bytes)", limit)}
+func tooLarge(limit int64) *reply.Failure {
+	return &reply.Failure{Status: http.StatusRequestEntityTooLarge, Reason: fmt.Sprintf("request body is larger than max_body (%d bytes)", limit)}
 }

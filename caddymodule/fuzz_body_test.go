@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 )
 
 // Helpers shared by FuzzJSONBody and FuzzFormBody. The seed corpora live in
@@ -67,7 +69,7 @@ func fzRequest(data []byte, chunked bool) (*http.Request, *fzBody) {
 // Content-Length over the limit nothing is read at all), a body over the
 // limit is answered 413, and an accepted body is handed on byte for byte,
 // its Close reaching the original. fail is nil when the body was accepted.
-func fzReadBody(t *testing.T, data []byte, needs int, maxBody int64, chunked bool) (*body, *failure) {
+func fzReadBody(t *testing.T, data []byte, needs int, maxBody int64, chunked bool) (*body, *reply.Failure) {
 	t.Helper()
 	r, orig := fzRequest(data, chunked)
 	b, fail := readBody(r, needs, maxBody)
@@ -75,7 +77,7 @@ func fzReadBody(t *testing.T, data []byte, needs int, maxBody int64, chunked boo
 		t.Fatalf("read %d bytes with max_body %d", orig.read, maxBody)
 	}
 	if int64(len(data)) > maxBody {
-		if fail == nil || fail.status != http.StatusRequestEntityTooLarge {
+		if fail == nil || fail.Status != http.StatusRequestEntityTooLarge {
 			t.Fatalf("body of %d bytes with max_body %d: got %+v, want 413", len(data), maxBody, fail)
 		}
 		if !chunked && orig.read != 0 {
@@ -87,8 +89,8 @@ func fzReadBody(t *testing.T, data []byte, needs int, maxBody int64, chunked boo
 		t.Fatalf("body of %d bytes, %d read", len(data), orig.read)
 	}
 	if fail != nil {
-		if fail.status != http.StatusBadRequest {
-			t.Fatalf("body of %d bytes with max_body %d: status %d (%s), want 400 or success", len(data), maxBody, fail.status, fail.reason)
+		if fail.Status != http.StatusBadRequest {
+			t.Fatalf("body of %d bytes with max_body %d: status %d (%s), want 400 or success", len(data), maxBody, fail.Status, fail.Reason)
 		}
 		return nil, fail
 	}

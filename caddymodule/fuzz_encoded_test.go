@@ -43,13 +43,13 @@ func FuzzEncodedBody(f *testing.F) {
 			}
 		}
 		if int64(len(enc)) > maxBody {
-			if fail == nil || fail.status != http.StatusRequestEntityTooLarge {
+			if fail == nil || fail.Status != http.StatusRequestEntityTooLarge {
 				t.Fatalf("%v: %d encoded bytes over max_body %d: %+v", c, len(enc), maxBody, fail)
 			}
 			return
 		}
 		if cut > 0 {
-			if fail == nil || (fail.status != http.StatusBadRequest && fail.status != http.StatusRequestEntityTooLarge) {
+			if fail == nil || (fail.Status != http.StatusBadRequest && fail.Status != http.StatusRequestEntityTooLarge) {
 				t.Fatalf("%v: a body cut %d bytes short was read: %+v", c, cut, fail)
 			}
 			return
@@ -59,8 +59,8 @@ func FuzzEncodedBody(f *testing.F) {
 		switch {
 		case (fail == nil) != (pfail == nil):
 			t.Fatalf("%v: encoded %+v, plain %+v", c, fail, pfail)
-		case fail != nil && fail.status != pfail.status:
-			t.Fatalf("%v: encoded refused %d, plain %d", c, fail.status, pfail.status)
+		case fail != nil && fail.Status != pfail.Status:
+			t.Fatalf("%v: encoded refused %d, plain %d", c, fail.Status, pfail.Status)
 		case fail == nil && !bytes.Equal(b.json, pb.json):
 			t.Fatalf("%v: encoded reads %q, plain %q", c, b.json, pb.json)
 		case fail == nil && b.coding != c:

@@ -103,8 +103,8 @@ func FuzzFormBody(f *testing.F) {
 			}
 			return
 		}
-		if fail.status == http.StatusBadRequest && !reject {
-			t.Fatalf("body %q refused (%s), want {form.%s} = %q", data, fail.reason, field, want)
+		if fail.Status == http.StatusBadRequest && !reject {
+			t.Fatalf("body %q refused (%s), want {form.%s} = %q", data, fail.Reason, field, want)
 		}
 	})
 }

@@ -167,8 +167,8 @@ func FuzzJSONBody(f *testing.F) {
 		want := fzWantJSON(data, path)
 		b, fail := fzReadBody(t, data, needJSON, fzMaxBody(maxBody), chunked)
 		if b == nil {
-			if fail.status == http.StatusBadRequest && !want.reject {
-				t.Fatalf("body %q refused (%s), want it accepted", data, fail.reason)
+			if fail.Status == http.StatusBadRequest && !want.reject {
+				t.Fatalf("body %q refused (%s), want it accepted", data, fail.Reason)
 			}
 			return
 		}

@@ -16,6 +16,9 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/capset"
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/zones"
 	"github.com/freqcap/caddy-freqcap/internal/answer"
 	"github.com/freqcap/caddy-freqcap/limiter"
 	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
@@ -161,7 +164,7 @@ type Handler struct {
 	// denyStyle writes denials: style, or expo's under splice expo,
 	// whose all-capped batch is answered with tickets as Expo would.
 	denyStyle *answer.Style
-	dims      []dimension
+	dims      []capset.Dimension
 	rules     []compiledRule
 	batch     *batchConfig // nil unless a dimension has a wildcard path
 	needs     int
@@ -177,7 +180,7 @@ type Handler struct {
 	// locals notes the decisions made locally under on_error local.
 	locals *storeWarnings
 	// capSet is the handler's entry in the admin API's registry.
-	capSet *capSet
+	capSet *capset.CapSet
 }
 
 // CaddyModule returns the Caddy module information.
@@ -284,7 +287,7 @@ func (h *Handler) Validate() error {
 // reported and gives the store back to the pool; it is safe after a failed
 // Provision.
 func (h *Handler) Cleanup() error {
-	unregister(h.capSet)
+	capset.Unregister(h.capSet)
 	h.capSet = nil
 	if h.warns != nil {
 		h.warns.stop()
@@ -300,7 +303,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		b, fail := readBody(r, h.needs, h.MaxBody)
 		if fail != nil {
 			undecided(repl)
-			if fail.status == http.StatusRequestEntityTooLarge && r.ProtoMajor == 1 {
+			if fail.Status == http.StatusRequestEntityTooLarge && r.ProtoMajor == 1 {
 				// Close rather than drain the rest: net/http would
 				// otherwise read up to 256 KB of it before sending the
 				// answer, which a client may be waiting for before it
@@ -390,16 +393,16 @@ func (b *streamedBody) Read(p []byte) (int, error) {
 // that applies to the request, and whether it is exempt. The quiet rules
 // that apply are not checks for the store: they come back apart, each with
 // whether the request falls in its range.
-func (h *Handler) request(repl *caddy.Replacer) (*limiter.Request, []quietHit, *failure) {
+func (h *Handler) request(repl *caddy.Replacer) (*limiter.Request, []quietHit, *reply.Failure) {
 	values := make([]string, len(h.dims))
 	for i, d := range h.dims {
-		values[i] = repl.ReplaceAll(d.expr, "")
+		values[i] = repl.ReplaceAll(d.Expr, "")
 		if values[i] != "" {
 			continue
 		}
 		h.metrics.missing[i].Inc()
 		if h.OnMissing == OnMissingReject {
-			return nil, nil, &failure{status: http.StatusBadRequest, reason: "missing value for dimension " + d.name, dimension: d.name}
+			return nil, nil, &reply.Failure{Status: http.StatusBadRequest, Reason: "missing value for dimension " + d.Name, Dimension: d.Name}
 		}
 	}
 	req := &limiter.Request{Checks: make([]limiter.Check, 0, len(h.rules))}
@@ -418,7 +421,7 @@ rules:
 			c.Values[j] = values[di]
 		}
 		if cr.zoneExpr != "" {
-			c.Zone = requestZone(repl.ReplaceAll(cr.zoneExpr, ""))
+			c.Zone = zones.OfRequest(repl.ReplaceAll(cr.zoneExpr, ""))
 		}
 		if q := cr.rule.Quiet; q != nil {
 			if until, in := q.Until(time.Now(), c.Zone); in {
@@ -426,7 +429,7 @@ rules:
 			}
 			continue
 		}
-		var fail *failure
+		var fail *reply.Failure
 		if cr.costExpr != "" {
 			if c.Cost, fail = cr.costOf(repl.ReplaceAll(cr.costExpr, ""), ""); fail != nil {
 				return nil, nil, fail

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
 	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
@@ -48,26 +49,9 @@ func (h *Handler) logDenial(req *limiter.Request, d *limiter.Decision) {
 		fields = append(fields, zap.Strings("also_denied_by", others))
 	}
 	if h.LogValues {
-		fields = append(fields, zap.Object("values", checkValues(req.Checks)))
+		fields = append(fields, zap.Object("values", reply.CheckValues(req.Checks)))
 	}
 	ce.Write(fields...)
-}
-
-// checkValues is the dimension values of checks, as a log object.
-type checkValues []limiter.Check
-
-// MarshalLogObject implements zapcore.ObjectMarshaler.
-func (cv checkValues) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	seen := make(map[string]bool)
-	for _, c := range cv {
-		for i, dim := range c.Rule.By {
-			if !seen[dim] {
-				seen[dim] = true
-				enc.AddString(dim, c.Values[i])
-			}
-		}
-	}
-	return nil
 }
 
 // storeWarnings logs store failures at warn without flooding the log
@@ -194,7 +178,7 @@ func (l deniedLog) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 			o.AddString("path", l.b.EntryPath(i))
 			o.AddString("rule", d.Results[d.Denier].Rule.Name)
 			if l.h.LogValues {
-				return o.AddObject("values", checkValues(l.reqs[i].Checks))
+				return o.AddObject("values", reply.CheckValues(l.reqs[i].Checks))
 			}
 			return nil
 		}))

@@ -211,7 +211,7 @@ func (h *Handler) provisionMetrics(ctx caddy.Context) error {
 		}
 	}
 	for _, d := range h.dims {
-		m.missing = append(m.missing, metrics.missing.WithLabelValues(h.Name, d.name))
+		m.missing = append(m.missing, metrics.missing.WithLabelValues(h.Name, d.Name))
 	}
 	if h.batch != nil {
 		m.batchEntries = metrics.batchEntries.WithLabelValues(h.Name)

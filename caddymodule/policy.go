@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
@@ -110,7 +111,7 @@ func (h *Handler) logShadows(req *limiter.Request, d *limiter.Decision) {
 		}
 		fields := []zap.Field{zap.String("handler", h.Name), zap.String("rule", res.Rule.Name), zap.Bool("denied", !d.Allowed)}
 		if h.LogValues {
-			fields = append(fields, zap.Object("values", checkValues(req.Checks[i:i+1])))
+			fields = append(fields, zap.Object("values", reply.CheckValues(req.Checks[i:i+1])))
 		}
 		ce.Write(fields...)
 	}

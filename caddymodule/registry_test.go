@@ -3,6 +3,8 @@ package caddymodule
 import (
 	"fmt"
 	"testing"
+
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/capset"
 )
 
 // TestRegistryByInstance proves the admin API's registry tracks handler
@@ -17,11 +19,11 @@ func TestRegistryByInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	ruleOf := func() string {
-		cs := lookupCapSet("registry_test")
+		cs := capset.Lookup("registry_test")
 		if cs == nil {
 			return ""
 		}
-		return cs.rules[0].rule.Name
+		return cs.Rules[0].Rule.Name
 	}
 	if ruleOf() != "old" {
 		t.Fatalf("after the first Provision: %q", ruleOf())

@@ -55,7 +55,7 @@ func TestReadBody(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
 	b, fail := readBody(r, needJSON, 1<<20)
 	if fail != nil {
-		t.Fatal(fail.reason)
+		t.Fatal(fail.Reason)
 	}
 	if v, _ := b.provide("json.to"); v != "alice" {
 		t.Errorf("json.to = %v", v)
@@ -68,7 +68,7 @@ func TestReadBody(t *testing.T) {
 
 	r = httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
 	r.ContentLength = -1 // chunked: the length is only learned by reading
-	if _, fail := readBody(r, needJSON, 8); fail == nil || fail.status != http.StatusRequestEntityTooLarge {
+	if _, fail := readBody(r, needJSON, 8); fail == nil || fail.Status != http.StatusRequestEntityTooLarge {
 		t.Errorf("a body over max_body gave %+v", fail)
 	}
 }

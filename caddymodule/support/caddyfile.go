@@ -1,4 +1,4 @@
-package caddymodule
+package support
 
 import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -10,6 +10,10 @@ import (
 
 // The directive frequency_cap_console is registered and ordered in
 // caddyfile.go, next to frequency_cap, which it must precede.
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("frequency_cap_console", parseConsoleCaddyfile)
+}
 
 func parseConsoleCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	c := new(Console)
@@ -58,18 +62,17 @@ func (c *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "read_only":
 			c.ReadOnly = true
-			if err := noArgs(d); err != nil {
-				return err
+			if d.NextArg() {
+				return d.ArgErr()
 			}
 		case "public":
 			c.Public = true
-			if err := noArgs(d); err != nil {
-				return err
+			if d.NextArg() {
+				return d.ArgErr()
 			}
 		case "user_header":
-			var err error
-			if c.UserHeader, err = oneArg(d); err != nil {
-				return err
+			if !d.AllArgs(&c.UserHeader) {
+				return d.ArgErr()
 			}
 		default:
 			return d.Errf("unrecognized subdirective %q", sub)

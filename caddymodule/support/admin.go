@@ -1,10 +1,12 @@
-package caddymodule
+package support
 
 import (
 	"net/http"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 )
 
 func init() {
@@ -80,7 +82,7 @@ const adminPrefix = "/frequency_cap/"
 func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 	name, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, adminPrefix), "/")
 	if name == "" && rest == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		return writeJSON(w, http.StatusOK, "application/json", struct {
+		return reply.JSON(w, http.StatusOK, "application/json", struct {
 			CapSets []capSetEntry `json:"capsets"`
 		}{capSetEntries(func(string) bool { return true })})
 	}
@@ -90,7 +92,7 @@ func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 	case name != "" && rest == "records":
 		return serveRecords(w, r, name, "admin API")
 	}
-	return (&failure{status: http.StatusNotFound, reason: "not found: use " + adminPrefix + "<name>/usage?<dimension>=<value> or " + adminPrefix + "<name>/records?<dimension>=<value>"}).write(w)
+	return (&reply.Failure{Status: http.StatusNotFound, Reason: "not found: use " + adminPrefix + "<name>/usage?<dimension>=<value> or " + adminPrefix + "<name>/records?<dimension>=<value>"}).Write(w)
 }
 
 // Interface guards.

@@ -1,4 +1,4 @@
-package caddymodule
+package support
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/capset"
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/zones"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
@@ -28,35 +31,35 @@ func serveUsage(w http.ResponseWriter, r *http.Request, name, via string, fields
 	if cs == nil {
 		return err
 	}
-	q, fail := cs.query(r.URL.RawQuery)
+	q, fail := query(cs, r.URL.RawQuery)
 	if fail != nil {
-		return fail.write(w)
+		return fail.Write(w)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), max(cs.timeout, usageTimeout))
+	ctx, cancel := context.WithTimeout(r.Context(), max(cs.Timeout, usageTimeout))
 	defer cancel()
 	if r.Method == http.MethodDelete {
 		rules, err := q.reset(ctx, via, fields)
 		if err != nil {
 			return storeUnavailable(w, err)
 		}
-		return writeJSON(w, http.StatusOK, "application/json", resetAnswer{Name: cs.name, Reset: rules})
+		return reply.JSON(w, http.StatusOK, "application/json", resetAnswer{Name: cs.Name, Reset: rules})
 	}
 	out, err := q.usage(ctx)
 	if err != nil {
 		return storeUnavailable(w, err)
 	}
-	return writeJSON(w, http.StatusOK, "application/json", out)
+	return reply.JSON(w, http.StatusOK, "application/json", out)
 }
 
 // supportTarget checks a support request's method (GET or DELETE) and
 // finds its cap set; with none, the answer has been written and err is
 // the writing's.
-func supportTarget(w http.ResponseWriter, r *http.Request, name string) (cs *capSet, err error) {
+func supportTarget(w http.ResponseWriter, r *http.Request, name string) (cs *capset.CapSet, err error) {
 	if r.Method != http.MethodGet && r.Method != http.MethodDelete {
 		w.Header().Set("Allow", "GET, DELETE")
-		return nil, (&failure{status: http.StatusMethodNotAllowed, reason: "method " + r.Method + " not allowed: use GET or DELETE"}).write(w)
+		return nil, (&reply.Failure{Status: http.StatusMethodNotAllowed, Reason: "method " + r.Method + " not allowed: use GET or DELETE"}).Write(w)
 	}
-	if cs = lookupCapSet(name); cs == nil {
+	if cs = capset.Lookup(name); cs == nil {
 		return nil, unknownCapSet(w, name)
 	}
 	return cs, nil
@@ -130,7 +133,7 @@ type resetAnswer struct {
 }
 
 func unknownCapSet(w http.ResponseWriter, name string) error {
-	return writeJSON(w, http.StatusNotFound, "application/json", struct {
+	return reply.JSON(w, http.StatusNotFound, "application/json", struct {
 		Error string `json:"error"`
 		Name  string `json:"name"`
 	}{"no frequency_cap handler named " + name, name})
@@ -140,7 +143,7 @@ func unknownCapSet(w http.ResponseWriter, name string) error {
 // which says what failed ("frequency cap store failed: dial tcp ...",
 // "frequency cap store timed out: ...").
 func storeUnavailable(w http.ResponseWriter, err error) error {
-	return (&failure{status: http.StatusServiceUnavailable, reason: err.Error()}).write(w)
+	return (&reply.Failure{Status: http.StatusServiceUnavailable, Reason: err.Error()}).Write(w)
 }
 
 // usage reads the selected rules' usage from the store, recording nothing.
@@ -149,16 +152,16 @@ func (q *usageQuery) usage(ctx context.Context) (*usageAnswer, error) {
 	for i, cr := range q.rules {
 		entries[i] = usageEntry{cr: cr, check: q.check(cr)}
 	}
-	now, rules, err := q.cs.usageOf(ctx, entries)
+	now, rules, err := usageOf(q.cs, ctx, entries)
 	if err != nil {
 		return nil, err
 	}
-	return &usageAnswer{Name: q.cs.name, Now: rfc3339ms(now), Rules: rules}, nil
+	return &usageAnswer{Name: q.cs.Name, Now: rfc3339ms(now), Rules: rules}, nil
 }
 
 // usageEntry is one rule to answer for, with the check that reads it.
 type usageEntry struct {
-	cr    *compiledRule
+	cr    *capset.Rule
 	check limiter.Check
 	// values, when set, are the log's other values, shown with the rule
 	// (a listing of everything held under one value), and hashed those
@@ -179,10 +182,10 @@ const checksPerCall = 200
 // store, recording nothing; a quiet rule records nothing, so it is
 // answered from the clock alone: whether its range holds now, and the
 // seconds until it ends.
-func (cs *capSet) usageOf(ctx context.Context, entries []usageEntry) (time.Time, []ruleUsage, error) {
+func usageOf(cs *capset.CapSet, ctx context.Context, entries []usageEntry) (time.Time, []ruleUsage, error) {
 	var counting []int // indices into entries
 	for i := range entries {
-		if entries[i].cr.rule.Quiet == nil {
+		if entries[i].cr.Rule.Quiet == nil {
 			counting = append(counting, i)
 		}
 	}
@@ -196,8 +199,8 @@ func (cs *capSet) usageOf(ctx context.Context, entries []usageEntry) (time.Time,
 			req.Checks[j] = entries[i].check
 		}
 		start := time.Now()
-		d, err := cs.store.Usage(ctx, req)
-		newStoreOp(cs.name, opUsage).observe(start, err)
+		d, err := cs.Store.Usage(ctx, req)
+		cs.ObserveUsage(start, err)
 		if err != nil {
 			return time.Time{}, nil, err
 		}
@@ -207,7 +210,7 @@ func (cs *capSet) usageOf(ctx context.Context, entries []usageEntry) (time.Time,
 		for j, i := range part {
 			results[i] = d.Results[j]
 		}
-		if hist, ok := cs.store.(limiter.Historian); ok {
+		if hist, ok := cs.Store.(limiter.Historian); ok {
 			// The same instant as the usage, so that the marks are what
 			// it counted.
 			req.Now = d.Now
@@ -226,17 +229,17 @@ func (cs *capSet) usageOf(ctx context.Context, entries []usageEntry) (time.Time,
 	out := make([]ruleUsage, 0, len(entries))
 	for i := range entries {
 		e := &entries[i]
-		if qr := e.cr.rule.Quiet; qr != nil {
+		if qr := e.cr.Rule.Quiet; qr != nil {
 			until, quiet := qr.Until(now, e.check.Zone)
-			secs := ceilSeconds(until)
+			secs := reply.CeilSeconds(until)
 			out = append(out, ruleUsage{
-				Rule:       e.cr.rule.Name,
-				By:         nonNil(e.cr.rule.By),
-				Window:     windowOf(&e.check),
+				Rule:       e.cr.Rule.Name,
+				By:         nonNil(e.cr.Rule.By),
+				Window:     reply.Window(&e.check),
 				ResetAfter: secs,
 				Quiet:      &quiet,
 				QuietUntil: &secs,
-				DryRun:     e.cr.shadow,
+				DryRun:     e.cr.Shadow,
 			})
 			continue
 		}
@@ -247,11 +250,11 @@ func (cs *capSet) usageOf(ctx context.Context, entries []usageEntry) (time.Time,
 			Values:     e.values,
 			Hashed:     e.hashed,
 			Limit:      res.Limit,
-			Window:     windowOf(&e.check),
+			Window:     reply.Window(&e.check),
 			Used:       res.Used,
 			Remaining:  res.Remaining,
-			ResetAfter: ceilSeconds(res.Reset),
-			DryRun:     e.cr.shadow,
+			ResetAfter: reply.CeilSeconds(res.Reset),
+			DryRun:     e.cr.Shadow,
 		}
 		if h := sends[i]; h != nil {
 			ru.From, ru.Precision = rfc3339ms(h.From), precisionOf(h.Grain)
@@ -272,8 +275,8 @@ func (q *usageQuery) reset(ctx context.Context, via string, fields []zap.Field) 
 	req := q.request()
 	if len(req.Checks) > 0 { // quiet rules alone record nothing to forget
 		start := time.Now()
-		err := q.cs.store.Reset(ctx, req)
-		newStoreOp(q.cs.name, opReset).observe(start, err)
+		err := q.cs.Store.Reset(ctx, req)
+		q.cs.ObserveReset(start, err)
 		if err != nil {
 			return nil, err
 		}
@@ -286,12 +289,12 @@ func (q *usageQuery) reset(ctx context.Context, via string, fields []zap.Field) 
 	if via == "console" {
 		source = resetSourceConsole
 	}
-	metrics.resets.WithLabelValues(q.cs.name, source).Inc()
-	log := append([]zap.Field{zap.String("handler", q.cs.name), zap.Strings("rules", rules)}, fields...)
-	if q.cs.logValues {
-		log = append(log, zap.Object("values", checkValues(req.Checks)))
+	q.cs.CountReset(source)
+	log := append([]zap.Field{zap.String("handler", q.cs.Name), zap.Strings("rules", rules)}, fields...)
+	if q.cs.LogValues {
+		log = append(log, zap.Object("values", reply.CheckValues(req.Checks)))
 	}
-	q.cs.logger.Info("usage reset through the "+via, log...)
+	q.cs.Logger.Info("usage reset through the "+via, log...)
 	return rules, nil
 }
 
@@ -308,8 +311,8 @@ const zoneParam = "zone"
 // usageQuery is an admin API query resolved against a cap set: the rules
 // whose dimensions it gives all of, and their values.
 type usageQuery struct {
-	cs     *capSet
-	rules  []*compiledRule
+	cs     *capset.CapSet
+	rules  []*capset.Rule
 	values map[string]string
 	zone   *time.Location
 }
@@ -325,28 +328,28 @@ func nonNil(by []string) []string {
 
 // query parses the query string of an admin request; a failure is the
 // answer to give.
-func (cs *capSet) query(raw string) (*usageQuery, *failure) {
-	q, zoneGiven, fail := cs.params(raw)
+func query(cs *capset.CapSet, raw string) (*usageQuery, *reply.Failure) {
+	q, zoneGiven, fail := params(cs, raw)
 	if fail != nil {
 		return nil, fail
 	}
 	zoned := false
 rules:
-	for i := range cs.rules {
-		cr := &cs.rules[i]
-		for _, di := range cr.dims {
-			if _, ok := q.values[cs.dims[di].name]; !ok {
+	for i := range cs.Rules {
+		cr := &cs.Rules[i]
+		for _, di := range cr.Dims {
+			if _, ok := q.values[cs.Dims[di].Name]; !ok {
 				continue rules
 			}
 		}
 		q.rules = append(q.rules, cr)
-		zoned = zoned || cr.zoneExpr != ""
+		zoned = zoned || cr.ZoneExpr != ""
 	}
 	if len(q.rules) == 0 {
-		return nil, &failure{status: http.StatusBadRequest, reason: "no rule has all its dimensions given: " + cs.ruleDimensions()}
+		return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: "no rule has all its dimensions given: " + ruleDimensions(cs)}
 	}
 	if zoneGiven && !zoned {
-		return nil, &failure{status: http.StatusBadRequest, reason: "zone: none of the rules given has a per-request zone"}
+		return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: "zone: none of the rules given has a per-request zone"}
 	}
 	return q, nil
 }
@@ -358,7 +361,7 @@ rules:
 func (q *usageQuery) request() *limiter.Request {
 	req := &limiter.Request{Checks: make([]limiter.Check, 0, len(q.rules))}
 	for _, cr := range q.rules {
-		if cr.rule.Quiet == nil {
+		if cr.Rule.Quiet == nil {
 			req.Checks = append(req.Checks, q.check(cr))
 		}
 	}
@@ -366,20 +369,20 @@ func (q *usageQuery) request() *limiter.Request {
 }
 
 // check is the query's check of one selected rule.
-func (q *usageQuery) check(cr *compiledRule) limiter.Check {
-	c := limiter.Check{Rule: cr.rule, Values: make([]string, len(cr.dims)), Limit: cr.limitFallback}
-	for j, di := range cr.dims {
-		c.Values[j] = q.values[q.cs.dims[di].name]
+func (q *usageQuery) check(cr *capset.Rule) limiter.Check {
+	c := limiter.Check{Rule: cr.Rule, Values: make([]string, len(cr.Dims)), Limit: cr.LimitFallback}
+	for j, di := range cr.Dims {
+		c.Values[j] = q.values[q.cs.Dims[di].Name]
 	}
-	if cr.zoneExpr != "" {
+	if cr.ZoneExpr != "" {
 		c.Zone = q.zone
 	}
 	return c
 }
 
-func (cs *capSet) dimensionNames() []string {
-	names := make([]string, 0, len(cs.dimensions))
-	for n := range cs.dimensions {
+func dimensionNames(cs *capset.CapSet) []string {
+	names := make([]string, 0, len(cs.Dimensions))
+	for n := range cs.Dimensions {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -388,10 +391,10 @@ func (cs *capSet) dimensionNames() []string {
 
 // ruleDimensions lists each rule with the dimensions it needs:
 // "recipient_minute (recipient), same_content (recipient, content)".
-func (cs *capSet) ruleDimensions() string {
-	parts := make([]string, len(cs.rules))
-	for i, cr := range cs.rules {
-		parts[i] = fmt.Sprintf("%s (%s)", cr.rule.Name, strings.Join(cr.rule.By, ", "))
+func ruleDimensions(cs *capset.CapSet) string {
+	parts := make([]string, len(cs.Rules))
+	for i, cr := range cs.Rules {
+		parts[i] = fmt.Sprintf("%s (%s)", cr.Rule.Name, strings.Join(cr.Rule.By, ", "))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -401,10 +404,10 @@ func (cs *capSet) ruleDimensions() string {
 // (recipient=+15550100), which support staff type as they see it; a space
 // is %20. (Only HTML forms write a space as '+', and neither the console
 // nor a person typing a URL does.)
-func (cs *capSet) params(raw string) (q *usageQuery, zoneGiven bool, fail *failure) {
+func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail *reply.Failure) {
 	params, err := url.ParseQuery(strings.ReplaceAll(raw, "+", "%2B"))
 	if err != nil {
-		return nil, false, &failure{status: http.StatusBadRequest, reason: "malformed query: " + err.Error()}
+		return nil, false, &reply.Failure{Status: http.StatusBadRequest, Reason: "malformed query: " + err.Error()}
 	}
 	keys := make([]string, 0, len(params))
 	for k := range params {
@@ -415,25 +418,25 @@ func (cs *capSet) params(raw string) (q *usageQuery, zoneGiven bool, fail *failu
 	q = &usageQuery{cs: cs, values: make(map[string]string, len(params))}
 	for _, k := range keys {
 		vs := params[k]
-		_, isDim := cs.dimensions[k]
+		_, isDim := cs.Dimensions[k]
 		switch {
 		case !isDim && k != zoneParam:
-			return nil, false, &failure{status: http.StatusBadRequest, dimension: k,
-				reason: fmt.Sprintf("unknown dimension %q (%s has %s)", k, cs.name, strings.Join(cs.dimensionNames(), ", "))}
+			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k,
+				Reason: fmt.Sprintf("unknown dimension %q (%s has %s)", k, cs.Name, strings.Join(dimensionNames(cs), ", "))}
 		case len(vs) != 1 && isDim:
-			return nil, false, &failure{status: http.StatusBadRequest, dimension: k, reason: fmt.Sprintf("%s given %d times", k, len(vs))}
+			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k, Reason: fmt.Sprintf("%s given %d times", k, len(vs))}
 		case len(vs) != 1:
-			return nil, false, &failure{status: http.StatusBadRequest, reason: fmt.Sprintf("zone given %d times", len(vs))}
+			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("zone given %d times", len(vs))}
 		case vs[0] == "" && isDim:
-			return nil, false, &failure{status: http.StatusBadRequest, dimension: k, reason: "missing value for dimension " + k}
+			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k, Reason: "missing value for dimension " + k}
 		case vs[0] == "":
-			return nil, false, &failure{status: http.StatusBadRequest, reason: "missing value for zone"}
+			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Reason: "missing value for zone"}
 		case isDim:
 			q.values[k] = vs[0]
 		default:
-			z, err := loadZone(vs[0])
+			z, err := zones.Load(vs[0])
 			if err != nil {
-				return nil, false, &failure{status: http.StatusBadRequest, reason: "zone: " + err.Error()}
+				return nil, false, &reply.Failure{Status: http.StatusBadRequest, Reason: "zone: " + err.Error()}
 			}
 			q.zone, zoneGiven = z, true
 		}

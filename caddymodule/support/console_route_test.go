@@ -1,6 +1,8 @@
-package caddymodule
+package support
 
-import "testing"
+import (
+	"testing"
+)
 
 // TestConsoleRoute proves how the end of a path picks the endpoint.
 func TestConsoleRoute(t *testing.T) {

@@ -1,4 +1,4 @@
-package caddymodule
+package support
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/capset"
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
@@ -82,15 +84,15 @@ func serveRecords(w http.ResponseWriter, r *http.Request, name, via string, fiel
 	if cs == nil {
 		return err
 	}
-	q, fail := cs.recordsQuery(r.URL.RawQuery)
+	q, fail := readRecordsQuery(cs, r.URL.RawQuery)
 	if fail != nil {
-		return fail.write(w)
+		return fail.Write(w)
 	}
-	lister, ok := cs.store.(limiter.Lister)
+	lister, ok := cs.Store.(limiter.Lister)
 	if !ok {
-		return (&failure{status: http.StatusNotImplemented, reason: "this store cannot list what it holds"}).write(w)
+		return (&reply.Failure{Status: http.StatusNotImplemented, Reason: "this store cannot list what it holds"}).Write(w)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), max(cs.timeout, usageTimeout))
+	ctx, cancel := context.WithTimeout(r.Context(), max(cs.Timeout, usageTimeout))
 	defer cancel()
 	held, err := lister.Held(ctx, q.dim, q.value, time.Time{})
 	if err != nil {
@@ -102,13 +104,13 @@ func serveRecords(w http.ResponseWriter, r *http.Request, name, via string, fiel
 		if err != nil {
 			return storeUnavailable(w, err)
 		}
-		return writeJSON(w, http.StatusOK, "application/json", recordsReset{Name: cs.name, Dimension: q.dim, Value: q.value, Reset: logs, Elsewhere: q.elsewhere()})
+		return reply.JSON(w, http.StatusOK, "application/json", recordsReset{Name: cs.Name, Dimension: q.dim, Value: q.value, Reset: logs, Elsewhere: q.elsewhere()})
 	}
-	now, rules, err := cs.usageOf(ctx, entries)
+	now, rules, err := usageOf(cs, ctx, entries)
 	if err != nil {
 		return storeUnavailable(w, err)
 	}
-	out := recordsAnswer{Name: cs.name, Now: rfc3339ms(now), Dimension: q.dim, Value: q.value, Rules: rules,
+	out := recordsAnswer{Name: cs.Name, Now: rfc3339ms(now), Dimension: q.dim, Value: q.value, Rules: rules,
 		Elsewhere: q.elsewhere(), Unmatched: make([]heldEntry, len(unmatched))}
 	for i, h := range unmatched {
 		out.Unmatched[i] = heldEntry{Values: h.Values, Hashed: h.Hashed, Weight: h.Weight, Records: h.Records}
@@ -116,54 +118,54 @@ func serveRecords(w http.ResponseWriter, r *http.Request, name, via string, fiel
 			out.Unmatched[i].Sub = h.Sub
 		}
 	}
-	return writeJSON(w, http.StatusOK, "application/json", out)
+	return reply.JSON(w, http.StatusOK, "application/json", out)
 }
 
 // recordsQuery is a records query resolved against a cap set.
 type recordsQuery struct {
-	cs         *capSet
+	cs         *capset.CapSet
 	dim, value string
 	zone       *time.Location
 }
 
 // recordsQuery parses the query of a records request: one dimension that
 // keys some rule's records, and optionally a zone.
-func (cs *capSet) recordsQuery(raw string) (*recordsQuery, *failure) {
-	p, zoneGiven, fail := cs.params(raw)
+func readRecordsQuery(cs *capset.CapSet, raw string) (*recordsQuery, *reply.Failure) {
+	p, zoneGiven, fail := params(cs, raw)
 	if fail != nil {
 		return nil, fail
 	}
 	if len(p.values) != 1 {
-		return nil, &failure{status: http.StatusBadRequest, reason: fmt.Sprintf("give one dimension, whose records to list (%s keys records by %s)", cs.name, strings.Join(cs.keyingDimensions(), ", "))}
+		return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("give one dimension, whose records to list (%s keys records by %s)", cs.Name, strings.Join(keyingDimensions(cs), ", "))}
 	}
 	q := &recordsQuery{cs: cs, zone: p.zone}
 	for dim, value := range p.values { // the one
 		q.dim, q.value = dim, value
 	}
 	zoned := false
-	for i := range cs.rules {
-		cr := &cs.rules[i]
-		if len(cr.rule.By) > 0 && cr.rule.By[0] == q.dim {
-			zoned = zoned || cr.zoneExpr != ""
+	for i := range cs.Rules {
+		cr := &cs.Rules[i]
+		if len(cr.Rule.By) > 0 && cr.Rule.By[0] == q.dim {
+			zoned = zoned || cr.ZoneExpr != ""
 		}
 	}
-	if !slices.Contains(cs.keyingDimensions(), q.dim) {
-		return nil, &failure{status: http.StatusBadRequest, dimension: q.dim,
-			reason: fmt.Sprintf("no rule keys its records by %s (%s keys records by %s; use usage with every dimension of a rule)", q.dim, cs.name, strings.Join(cs.keyingDimensions(), ", "))}
+	if !slices.Contains(keyingDimensions(cs), q.dim) {
+		return nil, &reply.Failure{Status: http.StatusBadRequest, Dimension: q.dim,
+			Reason: fmt.Sprintf("no rule keys its records by %s (%s keys records by %s; use usage with every dimension of a rule)", q.dim, cs.Name, strings.Join(keyingDimensions(cs), ", "))}
 	}
 	if zoneGiven && !zoned {
-		return nil, &failure{status: http.StatusBadRequest, reason: "zone: none of the rules keyed by " + q.dim + " has a per-request zone"}
+		return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: "zone: none of the rules keyed by " + q.dim + " has a per-request zone"}
 	}
 	return q, nil
 }
 
 // keyingDimensions are the first dimensions of the cap set's counting
 // rules, sorted: the values a records query can list.
-func (cs *capSet) keyingDimensions() []string {
+func keyingDimensions(cs *capset.CapSet) []string {
 	var out []string
-	for _, cr := range cs.rules {
-		if cr.rule.Quiet == nil && len(cr.rule.By) > 0 && !slices.Contains(out, cr.rule.By[0]) {
-			out = append(out, cr.rule.By[0])
+	for _, cr := range cs.Rules {
+		if cr.Rule.Quiet == nil && len(cr.Rule.By) > 0 && !slices.Contains(out, cr.Rule.By[0]) {
+			out = append(out, cr.Rule.By[0])
 		}
 	}
 	sort.Strings(out)
@@ -177,12 +179,12 @@ func (cs *capSet) keyingDimensions() []string {
 // reads.
 func (q *recordsQuery) entries(held []limiter.HeldLog) (entries []usageEntry, unmatched []limiter.HeldLog) {
 	read := make([]bool, len(held))
-	for i := range q.cs.rules {
-		cr := &q.cs.rules[i]
-		by := cr.rule.By
-		weight := limiter.StoredForm(cr.rule.Weight) // as a log's id keeps it
+	for i := range q.cs.Rules {
+		cr := &q.cs.Rules[i]
+		by := cr.Rule.By
+		weight := limiter.StoredForm(cr.Rule.Weight) // as a log's id keeps it
 		switch {
-		case cr.rule.Quiet != nil:
+		case cr.Rule.Quiet != nil:
 			if len(by) == 0 || (len(by) == 1 && by[0] == q.dim) {
 				entries = append(entries, usageEntry{cr: cr, check: q.check(cr, nil)})
 			}
@@ -214,9 +216,9 @@ func (q *recordsQuery) entries(held []limiter.HeldLog) (entries []usageEntry, un
 }
 
 // check reads cr's log h (nil: the one of the dimension's value alone).
-func (q *recordsQuery) check(cr *compiledRule, h *limiter.HeldLog) limiter.Check {
-	c := limiter.Check{Rule: cr.rule, Values: make([]string, len(cr.rule.By)), Limit: cr.limitFallback}
-	for j, d := range cr.rule.By {
+func (q *recordsQuery) check(cr *capset.Rule, h *limiter.HeldLog) limiter.Check {
+	c := limiter.Check{Rule: cr.Rule, Values: make([]string, len(cr.Rule.By)), Limit: cr.LimitFallback}
+	for j, d := range cr.Rule.By {
 		if j == 0 {
 			c.Values[0] = q.value
 		} else if h != nil {
@@ -226,7 +228,7 @@ func (q *recordsQuery) check(cr *compiledRule, h *limiter.HeldLog) limiter.Check
 	if h != nil {
 		c.Sub = h.Sub
 	}
-	if cr.zoneExpr != "" {
+	if cr.ZoneExpr != "" {
 		c.Zone = q.zone
 	}
 	return c
@@ -236,9 +238,9 @@ func (q *recordsQuery) check(cr *compiledRule, h *limiter.HeldLog) limiter.Check
 // dimensions keys.
 func (q *recordsQuery) elsewhere() []elsewhere {
 	out := []elsewhere{}
-	for _, cr := range q.cs.rules {
-		if cr.rule.Quiet == nil && len(cr.rule.By) > 1 && cr.rule.By[0] != q.dim && slices.Contains(cr.rule.By, q.dim) {
-			out = append(out, elsewhere{Rule: cr.rule.Name, By: cr.rule.By, KeyedBy: cr.rule.By[0]})
+	for _, cr := range q.cs.Rules {
+		if cr.Rule.Quiet == nil && len(cr.Rule.By) > 1 && cr.Rule.By[0] != q.dim && slices.Contains(cr.Rule.By, q.dim) {
+			out = append(out, elsewhere{Rule: cr.Rule.Name, By: cr.Rule.By, KeyedBy: cr.Rule.By[0]})
 		}
 	}
 	return out
@@ -267,7 +269,7 @@ func (q *recordsQuery) reset(ctx context.Context, entries []usageEntry, unmatche
 			logs = append(logs, resetLog{Values: values, Hashed: e.hashed})
 			bySub[e.check.Sub] = i
 		}
-		logs[i].Rules = append(logs[i].Rules, e.cr.rule.Name)
+		logs[i].Rules = append(logs[i].Rules, e.cr.Rule.Name)
 	}
 	// A log no rule reads is named by its id alone, under a rule made up
 	// for it: a reset forgets a log whatever its window.
@@ -281,8 +283,8 @@ func (q *recordsQuery) reset(ctx context.Context, entries []usageEntry, unmatche
 	for done < len(checks) && err == nil {
 		part := checks[done:min(done+checksPerCall, len(checks))]
 		start := time.Now()
-		err = q.cs.store.Reset(ctx, &limiter.Request{Checks: part})
-		newStoreOp(q.cs.name, opReset).observe(start, err)
+		err = q.cs.Store.Reset(ctx, &limiter.Request{Checks: part})
+		q.cs.ObserveReset(start, err)
 		if err == nil {
 			done += len(part)
 		}
@@ -294,15 +296,15 @@ func (q *recordsQuery) reset(ctx context.Context, entries []usageEntry, unmatche
 	if via == "console" {
 		source = resetSourceConsole
 	}
-	metrics.resets.WithLabelValues(q.cs.name, source).Inc()
-	log := append([]zap.Field{zap.String("handler", q.cs.name), zap.String("dimension", q.dim), zap.Int("logs", len(logs))}, fields...)
-	if q.cs.logValues {
+	q.cs.CountReset(source)
+	log := append([]zap.Field{zap.String("handler", q.cs.Name), zap.String("dimension", q.dim), zap.Int("logs", len(logs))}, fields...)
+	if q.cs.LogValues {
 		log = append(log, zap.String("value", q.value))
 	}
 	if err != nil {
-		q.cs.logger.Warn("records of one value reset in part through the "+via+": the store failed", append(log, zap.Int("checks_done", done), zap.Int("checks", len(checks)), zap.Error(err))...)
+		q.cs.Logger.Warn("records of one value reset in part through the "+via+": the store failed", append(log, zap.Int("checks_done", done), zap.Int("checks", len(checks)), zap.Error(err))...)
 		return nil, err
 	}
-	q.cs.logger.Info("every record of one value reset through the "+via, log...)
+	q.cs.Logger.Info("every record of one value reset through the "+via, log...)
 	return logs, nil
 }

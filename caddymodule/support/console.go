@@ -1,4 +1,4 @@
-package caddymodule
+package support
 
 import (
 	"crypto/sha256"
@@ -14,6 +14,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/capset"
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
@@ -133,19 +135,19 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	case endpointCapSets:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			return (&failure{status: http.StatusMethodNotAllowed, reason: "method " + r.Method + " not allowed: use GET"}).write(w)
+			return (&reply.Failure{Status: http.StatusMethodNotAllowed, Reason: "method " + r.Method + " not allowed: use GET"}).Write(w)
 		}
-		return writeJSON(w, http.StatusOK, "application/json", c.list())
+		return reply.JSON(w, http.StatusOK, "application/json", c.list())
 	case endpointUsage, endpointRecords:
 		if !c.shows(name) {
 			return unknownCapSet(w, name)
 		}
 		if r.Method == http.MethodDelete {
 			if c.ReadOnly {
-				return (&failure{status: http.StatusForbidden, reason: "this console is read-only: resets are not allowed"}).write(w)
+				return (&reply.Failure{Status: http.StatusForbidden, Reason: "this console is read-only: resets are not allowed"}).Write(w)
 			}
 			if err := consoleCrossOrigin.Check(r); err != nil {
-				return (&failure{status: http.StatusForbidden, reason: "reset refused: " + err.Error()}).write(w)
+				return (&reply.Failure{Status: http.StatusForbidden, Reason: "reset refused: " + err.Error()}).Write(w)
 			}
 		}
 		var who []zap.Field
@@ -157,11 +159,11 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		}
 		return serveUsage(w, r, name, "console", who...)
 	case endpointUnknown:
-		return (&failure{status: http.StatusNotFound, reason: "not found: use api/capsets, api/capsets/<name>/usage?<dimension>=<value> or api/capsets/<name>/records?<dimension>=<value>"}).write(w)
+		return (&reply.Failure{Status: http.StatusNotFound, Reason: "not found: use api/capsets, api/capsets/<name>/usage?<dimension>=<value> or api/capsets/<name>/records?<dimension>=<value>"}).Write(w)
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		return (&failure{status: http.StatusMethodNotAllowed, reason: "method " + r.Method + " not allowed: use GET"}).write(w)
+		return (&reply.Failure{Status: http.StatusMethodNotAllowed, Reason: "method " + r.Method + " not allowed: use GET"}).Write(w)
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
@@ -222,13 +224,13 @@ type capSetList struct {
 }
 
 type capSetEntry struct {
-	Name       string        `json:"name"`
-	Store      string        `json:"store"`
-	DryRun     bool          `json:"dry_run"`
-	Dimensions []string      `json:"dimensions"`
-	Zoned      bool          `json:"zoned"`
-	Exempt     *ExemptConfig `json:"exempt,omitempty"`
-	Rules      []ruleEntry   `json:"rules"`
+	Name       string         `json:"name"`
+	Store      string         `json:"store"`
+	DryRun     bool           `json:"dry_run"`
+	Dimensions []string       `json:"dimensions"`
+	Zoned      bool           `json:"zoned"`
+	Exempt     *capset.Exempt `json:"exempt,omitempty"`
+	Rules      []ruleEntry    `json:"rules"`
 }
 
 type ruleEntry struct {
@@ -248,24 +250,24 @@ func (c *Console) list() capSetList {
 // admits, by name: the console's list and the admin API's.
 func capSetEntries(shows func(name string) bool) []capSetEntry {
 	out := []capSetEntry{}
-	for _, cs := range listCapSets() {
-		if !shows(cs.name) {
+	for _, cs := range capset.List() {
+		if !shows(cs.Name) {
 			continue
 		}
-		e := capSetEntry{Name: cs.name, Store: cs.storeKind, DryRun: cs.dryRun, Exempt: cs.exempt, Dimensions: make([]string, len(cs.dims))}
-		for i, d := range cs.dims {
-			e.Dimensions[i] = d.name
+		e := capSetEntry{Name: cs.Name, Store: cs.StoreKind, DryRun: cs.DryRun, Exempt: cs.Exempt, Dimensions: make([]string, len(cs.Dims))}
+		for i, d := range cs.Dims {
+			e.Dimensions[i] = d.Name
 		}
 		// A dimension named zone takes the zone parameter's place (see
 		// AdminAPI).
-		_, zoneDim := cs.dimensions[zoneParam]
-		for _, cr := range cs.rules {
-			window := cr.rule.Window.String()
-			if q := cr.rule.Quiet; q != nil {
+		_, zoneDim := cs.Dimensions[zoneParam]
+		for _, cr := range cs.Rules {
+			window := cr.Rule.Window.String()
+			if q := cr.Rule.Quiet; q != nil {
 				window = q.String(nil)
 			}
-			e.Rules = append(e.Rules, ruleEntry{Rule: cr.rule.Name, By: nonNil(cr.rule.By), Limit: cr.rule.Limit, Window: window, DryRun: cr.shadow})
-			e.Zoned = e.Zoned || (cr.zoneExpr != "" && !zoneDim)
+			e.Rules = append(e.Rules, ruleEntry{Rule: cr.Rule.Name, By: nonNil(cr.Rule.By), Limit: cr.Rule.Limit, Window: window, DryRun: cr.Shadow})
+			e.Zoned = e.Zoned || (cr.ZoneExpr != "" && !zoneDim)
 		}
 		out = append(out, e)
 	}
@@ -295,7 +297,7 @@ const howToAuthenticate = "the support console answers only authenticated users:
 // under api/.
 func unauthenticated(w http.ResponseWriter, endpoint consoleEndpoint) error {
 	if endpoint != endpointPage {
-		return (&failure{status: http.StatusForbidden, reason: howToAuthenticate}).write(w)
+		return (&reply.Failure{Status: http.StatusForbidden, Reason: howToAuthenticate}).Write(w)
 	}
 	page := []byte(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
