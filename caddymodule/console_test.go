@@ -46,10 +46,10 @@ type ruleEntry struct {
 	Window string   `json:"window"`
 }
 
-// consolePage is the page the console serves: console.html, embedded.
+// consolePage is the page the console serves: support/console.html, embedded.
 func consolePage(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile("console.html")
+	b, err := os.ReadFile("support/console.html")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 // and by a sweeper that visits one shard at a time and a bounded number of
 // keys per lock, so sweeping never stops the world.
 //
-// The zero value is not usable; call NewMemory. Memory is safe for
+// The zero value is not usable; call New. A Store is safe for
 // concurrent use.
 type Store struct {
 	now       func() time.Time
@@ -37,7 +37,7 @@ const (
 	sweepBatch = 512
 )
 
-// Options configure NewMemory.
+// Options configure New.
 type Options struct {
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time

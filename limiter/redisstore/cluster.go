@@ -18,7 +18,7 @@ import (
 
 // isCluster reports whether client routes keys by slot, as a Redis Cluster
 // client does: it can reach each master. A wrapper that hides this says so
-// with RedisOptions.Cluster.
+// with Options.Cluster.
 func isCluster(client Client) bool {
 	_, ok := client.(interface {
 		ForEachMaster(ctx context.Context, fn func(ctx context.Context, client *redis.Client) error) error

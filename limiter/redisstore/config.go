@@ -50,13 +50,13 @@ type Config struct {
 	// ScriptOnly decides every batch in freqcap.lua, in one round trip,
 	// instead of in Go between a read and a compare-and-set write (two),
 	// at four to five times the Redis CPU a decision (see
-	// RedisOptions.ScriptOnly and docs/performance.md). Default off; worth
+	// Options.ScriptOnly and docs/performance.md). Default off; worth
 	// it where a round trip costs more than Redis's CPU (a distant Redis).
 	// A cluster decides in the script, except batch sends under drop on
 	// masters with SET … IFEQ (Valkey 8.1), which it turns off too.
 	ScriptOnly bool `json:"script_only,omitempty"`
 	// NoNativeWrite writes the decisions made in Go with lua/commit.lua
-	// even on a node that has SET … IFEQ (RedisOptions.NoNativeWrite): a
+	// even on a node that has SET … IFEQ (Options.NoNativeWrite): a
 	// switch to keep the script's write while a new server build is
 	// tried. Default off: a node that has SET … IFEQ is written with it.
 	NoNativeWrite bool `json:"no_native_write,omitempty"`

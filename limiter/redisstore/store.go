@@ -28,7 +28,7 @@ import (
 // so no rule is ever over-admitted and a denial leaves nothing behind (see
 // cluster.go).
 //
-// The zero value is not usable; call NewRedis. Redis is safe for concurrent
+// The zero value is not usable; call New. A Store is safe for concurrent
 // use, also by several gateways sharing one Redis.
 type Store struct {
 	client  Client
@@ -66,7 +66,7 @@ type Client interface {
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 }
 
-// Options configure NewRedis.
+// Options configure New.
 type Options struct {
 	// Prefix starts every key. Default "freqcap:".
 	Prefix string
