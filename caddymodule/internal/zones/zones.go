@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	// Zones must resolve the same on hosts without a zoneinfo database
+	// (scratch and distroless images).
 	_ "time/tzdata"
 )
 
@@ -27,7 +30,7 @@ func Load(name string) (*time.Location, error) {
 // are kept, so the cache is bounded by the zone database; an unknown name
 // costs a lookup each time (tens of microseconds), which is rare for a
 // single send; a batch looks each name up once (batchZones).
-var zoneCache sync.Map
+var zoneCache sync.Map // string → *time.Location
 
 // OfRequest returns the zone a request names, or nil when the name is
 // empty or unknown (the rule's fallback zone then applies).
