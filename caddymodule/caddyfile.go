@@ -520,8 +520,8 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 				return nil, err
 			}
 			if !isPlaceholder(rc.Cost) {
-				if n, perr := strconv.ParseInt(rc.Cost, 10, 64); perr != nil || n < 0 {
-					return nil, ruleErr("cost " + strconv.Quote(rc.Cost) + " is neither a non-negative integer nor a placeholder")
+				if n, perr := strconv.ParseInt(rc.Cost, 10, 64); perr != nil || n < 0 || n > limiter.MaxCost {
+					return nil, ruleErr("cost " + strconv.Quote(rc.Cost) + " is neither an integer from 0 to " + strconv.Itoa(limiter.MaxCost) + " nor a placeholder")
 				}
 			}
 		default:

@@ -32,10 +32,6 @@ type compiledRule struct {
 	shadow bool
 }
 
-// maxRequestLimit bounds a limit given by a placeholder: the rule's
-// limiter.Rule carries it as its Limit, which a check's limit is capped at.
-const maxRequestLimit = 1 << 40
-
 // compile checks the dimensions and rules and turns them into h.dims and
 // h.rules; errors name the rule or dimension at fault.
 func (h *Handler) compile() error {
@@ -140,7 +136,9 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 		if rc.Limit < 0 {
 			return compiledRule{}, fmt.Errorf("rule %s: fallback limit must be at least 1, not %d", rc.Name, rc.Limit)
 		}
-		cr.limitExpr, cr.limitFallback, r.Limit = rc.LimitPlaceholder, rc.Limit, maxRequestLimit
+		// A limit given by a placeholder is capped at the rule's Limit, which
+		// is then the most any limit may be.
+		cr.limitExpr, cr.limitFallback, r.Limit = rc.LimitPlaceholder, rc.Limit, limiter.MaxLimit
 	case rc.Limit < 1:
 		return compiledRule{}, fmt.Errorf("rule %s: limit must be at least 1, not %d", rc.Name, rc.Limit)
 	}
@@ -163,8 +161,8 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 		r.Weight = rc.Cost
 	default:
 		n, err := strconv.ParseInt(rc.Cost, 10, 64)
-		if err != nil || n < 0 {
-			return compiledRule{}, fmt.Errorf("rule %s: cost %q is neither a non-negative integer nor a placeholder", rc.Name, rc.Cost)
+		if err != nil || n < 0 || n > limiter.MaxCost {
+			return compiledRule{}, fmt.Errorf("rule %s: cost %q is neither an integer from 0 to %d nor a placeholder", rc.Name, rc.Cost, limiter.MaxCost)
 		}
 		cr.cost = n
 		r.Weight = rc.Cost

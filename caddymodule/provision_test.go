@@ -56,6 +56,8 @@ func TestProvisionErrors(t *testing.T) {
 		{"local zone", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "calendar": "day", "zone": "Local"}]}`, `rule x: unknown zone "Local"`},
 		{"fallback with fixed zone", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "calendar": "day", "zone": "UTC", "fallback_zone": "Asia/Tokyo"}]}`, "rule x: a fallback zone needs a placeholder zone"},
 		{"bad cost", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m", "cost": "lots"}]}`, `rule x: cost "lots"`},
+		{"cost past MaxCost", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m", "cost": "4294967296"}]}`, `rule x: cost "4294967296" is neither an integer from 0 to 4294967295 nor a placeholder`},
+		{"limit past MaxLimit", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1099511627777, "window": "1m"}]}`, "rule x: limit 1099511627777 is outside 0..1099511627776"},
 		{"bad dimension name", `{"dimensions": {"9": "{json.to}"}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `dimension "9": invalid name`},
 		{"empty dimension", `{"dimensions": {"r": " "}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "dimension r: empty expression"},
 		{"bad refund_on", `{` + dims + `, "refund_on": ["oops"], "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `refund_on "oops"`},

@@ -65,6 +65,10 @@ func TestRejections(t *testing.T) {
 		{"too large", `{"to":"a","amount":1,"pad":"` + strings.Repeat("x", 64) + `"}`, "X-Channel: sms", 413, "larger than max_body (64 bytes)", ""},
 		{"fractional cost", `{"to":"a","amount":1.5}`, "X-Channel: sms", 400, `cost of rule coins is "1.5"`, ""},
 		{"negative cost", `{"to":"a","amount":-1}`, "X-Channel: sms", 400, `cost of rule coins is "-1"`, ""},
+		// Past limiter.MaxCost: cut short or wrapped around, it would pass
+		// a spent budget.
+		{"overflowing cost", `{"to":"a","amount":9223372036854775807}`, "X-Channel: sms", 400, `cost of rule coins is "9223372036854775807", not an integer from 0 to 4294967295`, ""},
+		{"33-bit cost", `{"to":"a","amount":4294967296}`, "X-Channel: sms", 400, `cost of rule coins is "4294967296", not an integer from 0 to 4294967295`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := g.post("/strict", "application/json", tc.body, tc.header)

@@ -99,8 +99,11 @@ func (p *Plan) Build(prefix string, req *Request, approx time.Time) error {
 		if len(c.Values) != len(r.By) {
 			return fmt.Errorf("rule %s: %d values for %d dimensions", r.Name, len(c.Values), len(r.By))
 		}
-		if c.Cost < 0 {
-			return fmt.Errorf("rule %s: negative cost %d", r.Name, c.Cost)
+		if c.Cost < 0 || c.Cost > MaxCost {
+			return fmt.Errorf("rule %s: cost %d is outside 0..%d", r.Name, c.Cost, MaxCost)
+		}
+		if c.Limit < 0 || c.Limit > MaxLimit {
+			return fmt.Errorf("rule %s: limit %d is outside 0..%d", r.Name, c.Limit, MaxLimit)
 		}
 		var si int
 		if j := earlierSameLog(req, i); j >= 0 {

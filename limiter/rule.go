@@ -222,8 +222,8 @@ func (r *Rule) Validate() error {
 	if err := CheckDimensions(r.By); err != nil {
 		return fmt.Errorf("rule %s: %w", r.Name, err)
 	}
-	if r.Limit < 0 {
-		return fmt.Errorf("rule %s: limit %d is negative", r.Name, r.Limit)
+	if r.Limit < 0 || r.Limit > MaxLimit {
+		return fmt.Errorf("rule %s: limit %d is outside 0..%d", r.Name, r.Limit, MaxLimit)
 	}
 	if err := r.Window.Validate(); err != nil {
 		return fmt.Errorf("rule %s: %w", r.Name, err)

@@ -1,7 +1,7 @@
 -- freqcap.lua: one atomic step over the record logs of a group of keys that
 -- share a hash tag (on a standalone server, of any keys). It is the
--- algorithm of limiter/recordlog.go; the differential test holds the two to the
--- same answers.
+-- algorithm of limiter/internal/recordlog; the differential test holds the
+-- two to the same answers.
 --
 -- KEYS[k]  a log key: a string packing the sub-logs (one per dimension tuple
 --          and weight) of one first-dimension value, with struct.pack,
@@ -11,7 +11,9 @@
 --          the newest entry's time (0 when n is 0); then the n-1 gaps from
 --          each entry to the next older one, newest first (I4, or I6 when
 --          the retention exceeds 49 days); when weighted, the n costs,
---          newest first (I4; else every cost is 1); then the tombs, the
+--          newest first (I4, so at most MAX_COST: a bucket whose sum
+--          would pass it takes no more, and the record starts an entry of
+--          its own; else every cost is 1); then the tombs, the
 --          times of refunded records (I6); then the floor, the newest time
 --          a reset forgot (I6). Fixed widths let one C call unpack a whole
 --          sub-log, and newest first lets a write prepend a record to the
@@ -60,6 +62,7 @@ local CLOCK_SKEW = 'CLOCKSKEW'
 local KEY_SLACK = 60000 -- ms a key outlives its last record's retention
 local WIDE_RETENTION_S = 4294967 -- retention (s) above which gaps take 6 bytes
 local MAX_ENTRIES = 65535 -- entries or tombs a sub-log can hold (I2 counts)
+local MAX_COST = 4294967295 -- units an entry can hold (I4 costs); the gateway sends no larger cost
 
 local sub, floor, rep, concat = string.sub, math.floor, string.rep, table.concat
 local spack, sunpack = struct.pack, struct.unpack
@@ -349,7 +352,7 @@ local function record(s, now, cost, grain)
   local ts, cs = s.ts, s.cs
   local t = newest(s) + 1
   if t < now then t = now end
-  if grain > 0 and ts[1] and floor(ts[1] / grain) == floor(t / grain) then
+  if grain > 0 and ts[1] and floor(ts[1] / grain) == floor(t / grain) and cs[1] + cost <= MAX_COST then
     ts[1] = t
     cs[1] = cs[1] + cost
     noteCost(s, cs[1])

@@ -1,5 +1,5 @@
 -- startcheck.lua: what the gateway's Redis user may do inside a script,
--- asked once when a store starts (limiter/redis_startcheck.go), so that a
+-- asked once when a store starts (limiter/redisstore/startcheck.go), so that a
 -- user missing a permission is told at start, not at the first send.
 -- freqcap.lua and commit.lua call TIME, GET, SET, DEL and MGET through
 -- redis.call, which Redis checks against the user as if sent directly;

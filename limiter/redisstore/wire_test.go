@@ -26,6 +26,7 @@ func TestWireConstantsMatchLua(t *testing.T) {
 			"KEY_SLACK":        strconv.Itoa(recordlog.KeySlack),
 			"WIDE_RETENTION_S": strconv.Itoa(recordlog.WideRetentionS),
 			"MAX_ENTRIES":      strconv.Itoa(recordlog.MaxEntries),
+			"MAX_COST":         strconv.Itoa(recordlog.MaxCost),
 		},
 		"commit.lua": {
 			"WRITE_CHECK":  writeCheck,

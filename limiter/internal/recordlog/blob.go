@@ -21,6 +21,9 @@ const (
 	// wideRetentionS is the retention (s) above which gaps take 6 bytes.
 	WideRetentionS = 4294967
 	MaxEntries     = 1<<16 - 1
+	// MaxCost is the most units one record (an entry: one admission, or
+	// a bucket of them) holds: a weighted log keeps costs in 4 bytes.
+	MaxCost = 1<<32 - 1
 )
 
 var errCorrupt = errors.New("corrupt log value")
@@ -129,9 +132,11 @@ func EncodeBlob(dst []byte, k *KeyLogs) ([]byte, error) {
 		}
 		var flags byte
 		for _, e := range l.Entries {
+			if e.C < 0 || e.C > MaxCost {
+				return dst, fmt.Errorf("%w: sub-log %q holds a record of %d units, outside 0..%d", ErrStore, l.Id, e.C, MaxCost)
+			}
 			if e.C != 1 {
 				flags |= flagWeighted
-				break
 			}
 		}
 		if l.floor > 0 {

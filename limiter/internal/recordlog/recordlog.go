@@ -134,7 +134,10 @@ func (s *SubLog) Evaluate(r *LogRule, cost, now int64) (RawResult, error) {
 func (s *SubLog) Record(now, cost, grain int64) int64 {
 	t := max(now, s.newest()+1)
 	n := len(s.Entries)
-	if grain > 0 && n > 0 && s.Entries[n-1].T/grain == t/grain {
+	// A bucket whose sum would outgrow what a record keeps (MaxCost)
+	// takes no more: the record starts an entry of its own in the same
+	// bucket, as freqcap.lua does.
+	if grain > 0 && n > 0 && s.Entries[n-1].T/grain == t/grain && s.Entries[n-1].C+cost <= MaxCost {
 		s.Entries[n-1] = Entry{T: t, C: s.Entries[n-1].C + cost}
 		return t
 	}
