@@ -5,6 +5,7 @@ package zones
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 // Load loads an IANA zone named in the configuration. "Local" is
 // refused: a cap's day must not depend on the host it runs on.
 func Load(name string) (*time.Location, error) {
-	if name == "Local" {
+	if name == "Local" || !canonical(name) {
 		return nil, fmt.Errorf("unknown zone %q (name an IANA zone such as Asia/Shanghai)", name)
 	}
 	z, err := time.LoadLocation(name)
@@ -26,8 +27,31 @@ func Load(name string) (*time.Location, error) {
 	return z, nil
 }
 
-// zoneCache remembers the zones requests have named. Only names that load
-// are kept, so the cache is bounded by the zone database; an unknown name
+// canonical reports whether name is spelled as the zone database spells
+// its names: segments of letters, digits, '_', '+' and '-', joined by
+// single slashes. time.LoadLocation also accepts "America/./New_York"
+// and "America//New_York"; were every spelling of a zone kept in the
+// cache, a sender could grow it without bound.
+func canonical(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for _, seg := range strings.Split(name, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+		for i := 0; i < len(seg); i++ {
+			c := seg[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '+' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// zoneCache remembers the zones requests have named. Only canonical names
+// that load are kept, so the cache is bounded by the zone database; an unknown name
 // costs a lookup each time (tens of microseconds), which is rare for a
 // single send; a batch looks each name up once (batchZones).
 var zoneCache sync.Map // string → *time.Location
@@ -35,11 +59,11 @@ var zoneCache sync.Map // string → *time.Location
 // OfRequest returns the zone a request names, or nil when the name is
 // empty or unknown (the rule's fallback zone then applies).
 func OfRequest(name string) *time.Location {
-	if name == "" || name == "Local" || len(name) > 64 {
-		return nil
-	}
 	if z, ok := zoneCache.Load(name); ok {
 		return z.(*time.Location)
+	}
+	if name == "Local" || !canonical(name) {
+		return nil
 	}
 	z, err := time.LoadLocation(name)
 	if err != nil {

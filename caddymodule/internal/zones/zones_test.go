@@ -1,0 +1,47 @@
+package zones
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// Spellings of one zone that time.LoadLocation accepts ("America/./New_York",
+// "America//New_York", ...) are unknown zones: none is cached, so 20,000
+// of them from {json.tz} leave the cache holding the one canonical name,
+// and the zone database's own names all load.
+func TestOnlyCanonicalNamesAreCached(t *testing.T) {
+	if OfRequest("America/New_York") == nil {
+		t.Fatal("America/New_York does not load")
+	}
+	for i := range 20_000 {
+		name := "America/" + strings.Repeat("./", 1+i%20) + "New_York"
+		if i%2 == 1 {
+			name = "America" + strings.Repeat("/", 2+i%20) + "New_York"
+		}
+		if i%3 == 2 {
+			name = fmt.Sprintf("America/%sNew_York", strings.Repeat("../America/", 1+i%5))
+		}
+		if z := OfRequest(name); z != nil {
+			t.Fatalf("%q loaded as %s", name, z)
+		}
+	}
+	n := 0
+	zoneCache.Range(func(any, any) bool { n++; return true })
+	if n != 1 {
+		t.Fatalf("the cache holds %d zones; want 1", n)
+	}
+	for _, name := range []string{"Asia/Shanghai", "America/Port-au-Prince", "Etc/GMT+5", "Etc/GMT-14", "EST5EDT", "UTC", "America/Argentina/Buenos_Aires"} {
+		if _, err := Load(name); err != nil {
+			t.Errorf("Load(%q): %v", name, err)
+		}
+		if OfRequest(name) == nil {
+			t.Errorf("OfRequest(%q) = nil", name)
+		}
+	}
+	for _, name := range []string{"America/./New_York", "America//New_York", "/America/New_York", "America/New_York/", "Local", ""} {
+		if _, err := Load(name); err == nil {
+			t.Errorf("Load(%q) loaded", name)
+		}
+	}
+}
