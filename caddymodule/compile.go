@@ -90,9 +90,13 @@ func (h *Handler) compile() error {
 
 	for _, d := range h.dims {
 		h.needs |= needsOf(d.Expr)
+		h.jsonPaths = append(h.jsonPaths, jsonPathsOf(d.Expr)...)
 	}
 	for _, r := range h.rules {
 		h.needs |= needsOf(r.costExpr) | needsOf(r.zoneExpr) | needsOf(r.limitExpr)
+		for _, e := range []string{r.costExpr, r.zoneExpr, r.limitExpr} {
+			h.jsonPaths = append(h.jsonPaths, jsonPathsOf(e)...)
+		}
 	}
 	if e := h.Exempt; e != nil {
 		if strings.TrimSpace(e.Placeholder) == "" || len(e.Values) == 0 {
@@ -103,6 +107,7 @@ func (h *Handler) compile() error {
 			h.exempt[v] = true
 		}
 		h.needs |= needsOf(e.Placeholder)
+		h.jsonPaths = append(h.jsonPaths, jsonPathsOf(e.Placeholder)...)
 	}
 	return h.compileBatch()
 }

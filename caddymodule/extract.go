@@ -11,6 +11,7 @@ import (
 
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 	"github.com/freqcap/caddy-freqcap/internal/bodycodec"
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 )
 
 // What an expression needs from the request body.
@@ -29,6 +30,44 @@ func needsOf(expr string) int {
 		n |= needForm
 	}
 	return n
+}
+
+// jsonPathsOf returns the paths of the {json.<path>} placeholders in expr,
+// parsed as batch paths ("*" a wildcard); a path that does not parse (the
+// config check reports it) is left out.
+func jsonPathsOf(expr string) []*jsonbatch.Path {
+	const open = "{json."
+	var paths []*jsonbatch.Path
+	for rest := expr; ; {
+		i := strings.Index(rest, open)
+		if i < 0 {
+			return paths
+		}
+		rest = rest[i+len(open):]
+		end := strings.IndexByte(rest, '}')
+		if end < 0 {
+			return paths
+		}
+		if p, err := jsonbatch.ParsePath(rest[:end]); err == nil {
+			paths = append(paths, p)
+		}
+		rest = rest[end:]
+	}
+}
+
+// foldedName refuses a JSON body that names, along a path the cap set
+// reads, a member that Go's encoding/json would take for the member read
+// ("To" beside "to", or "Tokens" instead of "tokens"): an upstream that
+// parses with it (gorush, and many others) would send to a recipient
+// other than the one counted, or move exempt or zone. Such a body is
+// refused as one that names a member twice is.
+func foldedName(doc []byte, paths []*jsonbatch.Path) *reply.Failure {
+	for _, p := range paths {
+		if name, seg, ok := p.FoldedName(doc); ok {
+			return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request body is not valid JSON: an object names %q where %q is read, which encoding/json reads as one name", name, seg)}
+		}
+	}
+	return nil
 }
 
 // body holds what the body placeholders read from one request.

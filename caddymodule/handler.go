@@ -20,6 +20,7 @@ import (
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/zones"
 	"github.com/freqcap/caddy-freqcap/internal/answer"
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
 	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
@@ -168,7 +169,8 @@ type Handler struct {
 	rules     []compiledRule
 	batch     *batchConfig // nil unless a dimension has a wildcard path
 	needs     int
-	exempt    map[string]bool // Exempt.Values
+	jsonPaths []*jsonbatch.Path // every {json.<path>} the cap set reads
+	exempt    map[string]bool   // Exempt.Values
 	refundOn  []statusMatch
 	timeout   time.Duration
 	store     limiter.Store
@@ -301,6 +303,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if h.needs != 0 {
 		b, fail := readBody(r, h.needs, h.MaxBody)
+		if fail == nil && b.json != nil {
+			fail = foldedName(b.json, h.jsonPaths)
+		}
 		if fail != nil {
 			undecided(repl)
 			if fail.Status == http.StatusRequestEntityTooLarge && r.ProtoMajor == 1 {

@@ -261,3 +261,60 @@ func TestHostileJSONShapes(t *testing.T) {
 		t.Errorf("upstream got %d, want 14", got)
 	}
 }
+
+// TestHostileFoldedNames proves a body is refused when it names, along a
+// path the cap set reads, a member that Go's encoding/json takes for the
+// one read (it matches names without regard to case, ſ and the Kelvin
+// sign included, and the last match wins): counted for "decoy" and
+// delivered to "victim" otherwise, in a single send, in a batch, and for
+// the exempt placeholder. Names elsewhere in the body pass.
+func TestHostileFoldedNames(t *testing.T) {
+	up := startUpstream(t)
+	g := startGateway(t, fmt.Sprintf(`
+	handle /one {
+		frequency_cap {
+			key_prefix %s
+			dimension  recipient {json.to}
+			exempt {json.priority} high
+			%s
+		}
+		reverse_proxy %s
+	}
+	handle /batch {
+		frequency_cap {
+			key_prefix %s
+			name       batch
+			dimension  recipient {json.notifications.*.tokens.*}
+			%s
+		}
+		reverse_proxy %s
+	}`, testPrefix(), ruleBlock("once", "recipient", 1), up.addr(), testPrefix(), ruleBlock("once", "recipient", 1), up.addr()))
+
+	for _, tc := range []struct {
+		path, body string
+		status     int
+	}{
+		{"/one", `{"to":"decoy","To":"victim"}`, 400},
+		{"/one", `{"To":"victim"}`, 400},
+		{"/one", `{"tO":"victim","to":"decoy"}`, 400},
+		{"/one", `{"to":"decoy","priority":"low","Priority":"high"}`, 400},
+		{"/one", `{"to":"decoy","Priority_":"high","priority":"low"}`, 200},
+		{"/one", `{"to":"other","toy":"x","data":{"To":"y"}}`, 200},
+		{"/batch", `{"notifications":[{"tokens":["decoy"],"platform":2,"message":"hi","Tokens":["victim"]}]}`, 400},
+		{"/batch", `{"notifications":[{"tokens":["t1"]},{"TOKENS":["victim"]}]}`, 400},
+		{"/batch", `{"notifications":[{"tokens":["t1"],"token\u017f":["victim"]}]}`, 400},
+		{"/batch", `{"notifications":[{"to\u212aens":["victim"]}]}`, 400},
+		{"/batch", `{"notifications":[{"tokens":["t2"],"data":{"Tokens":"x"}}]}`, 200},
+	} {
+		a := g.post(tc.path, "application/json", tc.body)
+		if a.status != tc.status {
+			t.Errorf("%s %s: status %d, want %d; %s", tc.path, tc.body, a.status, tc.status, a.body)
+		}
+		if tc.status == 400 && !strings.Contains(string(a.body), "which encoding/json reads as one name") {
+			t.Errorf("%s %s: %s does not say why", tc.path, tc.body, a.body)
+		}
+	}
+	if got := up.count(); got != 3 {
+		t.Errorf("upstream got %d, want 3", got)
+	}
+}
