@@ -9,6 +9,7 @@ import (
 
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/capset"
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/zones"
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
@@ -88,14 +89,15 @@ func (h *Handler) compile() error {
 		return err
 	}
 
+	var paths []*jsonbatch.Path
 	for _, d := range h.dims {
 		h.needs |= needsOf(d.Expr)
-		h.jsonPaths = append(h.jsonPaths, jsonPathsOf(d.Expr)...)
+		paths = append(paths, jsonPathsOf(d.Expr)...)
 	}
 	for _, r := range h.rules {
 		h.needs |= needsOf(r.costExpr) | needsOf(r.zoneExpr) | needsOf(r.limitExpr)
 		for _, e := range []string{r.costExpr, r.zoneExpr, r.limitExpr} {
-			h.jsonPaths = append(h.jsonPaths, jsonPathsOf(e)...)
+			paths = append(paths, jsonPathsOf(e)...)
 		}
 	}
 	if e := h.Exempt; e != nil {
@@ -107,8 +109,9 @@ func (h *Handler) compile() error {
 			h.exempt[v] = true
 		}
 		h.needs |= needsOf(e.Placeholder)
-		h.jsonPaths = append(h.jsonPaths, jsonPathsOf(e.Placeholder)...)
+		paths = append(paths, jsonPathsOf(e.Placeholder)...)
 	}
+	h.jsonPaths = jsonbatch.NewFolds(paths)
 	return h.compileBatch()
 }
 

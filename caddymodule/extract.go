@@ -61,11 +61,9 @@ func jsonPathsOf(expr string) []*jsonbatch.Path {
 // parses with it (gorush, and many others) would send to a recipient
 // other than the one counted, or move exempt or zone. Such a body is
 // refused as one that names a member twice is.
-func foldedName(doc []byte, paths []*jsonbatch.Path) *reply.Failure {
-	for _, p := range paths {
-		if name, seg, ok := p.FoldedName(doc); ok {
-			return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request body is not valid JSON: an object names %q where %q is read, which encoding/json reads as one name", name, seg)}
-		}
+func foldedName(doc []byte, paths *jsonbatch.Folds) *reply.Failure {
+	if name, seg, ok := paths.FoldedName(doc); ok {
+		return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request body is not valid JSON: an object names %q where %q is read, which encoding/json reads as one name", name, seg)}
 	}
 	return nil
 }

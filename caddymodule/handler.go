@@ -169,7 +169,7 @@ type Handler struct {
 	rules     []compiledRule
 	batch     *batchConfig // nil unless a dimension has a wildcard path
 	needs     int
-	jsonPaths []*jsonbatch.Path // every {json.<path>} the cap set reads
+	jsonPaths *jsonbatch.Folds // every {json.<path>} the cap set reads
 	exempt    map[string]bool   // Exempt.Values
 	refundOn  []statusMatch
 	timeout   time.Duration

@@ -17,7 +17,7 @@ new=$(cd "$2" && pwd)
 rounds=${3:-6}
 out=${OUT:-/tmp/freqcap-benchcmp}
 mkdir -p "$out"
-benches=(BenchmarkHandler BenchmarkMemoryDecide BenchmarkRedisDecide)
+benches=(${BENCHES:-BenchmarkHandler BenchmarkMemoryDecide BenchmarkRedisDecide})
 
 # pkgOf prints the package of the checkout in $1 that declares benchmark $2.
 pkgOf() {

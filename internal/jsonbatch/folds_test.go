@@ -35,9 +35,35 @@ func TestFoldedName(t *testing.T) {
 		if err := Valid([]byte(tc.doc)); err != nil {
 			t.Fatalf("%s: %v", tc.doc, err)
 		}
-		name, _, ok := p.FoldedName([]byte(tc.doc))
+		name, _, ok := NewFolds([]*Path{p}).FoldedName([]byte(tc.doc))
 		if ok != (tc.name != "") || name != tc.name {
 			t.Errorf("%s in %s: %q %v; want %q", tc.path, tc.doc, name, ok, tc.name)
+		}
+	}
+}
+
+// Paths walked together find what each finds alone, in one pass: two
+// paths under one wildcard, and paths that part at the root.
+func TestFoldsTogether(t *testing.T) {
+	var paths []*Path
+	for _, s := range []string{"*.to", "*.body", "meta.kind"} {
+		p, err := ParsePath(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	f := NewFolds(paths)
+	for doc, want := range map[string]string{
+		`[{"to":"a","body":"x"},{"to":"b","Body":"y"}]`: "Body",
+		`[{"to":"a","body":"x"},{"TO":"b","body":"y"}]`: "TO",
+		`[{"to":"a","body":"x"}]`:                       "",
+		`{"meta":{"Kind":1}}`:                           "Kind",
+		`{"meta":{"kind":1},"Meta":{}}`:                 "Meta",
+	} {
+		name, _, ok := f.FoldedName([]byte(doc))
+		if ok != (want != "") || name != want {
+			t.Errorf("%s: %q %v; want %q", doc, name, ok, want)
 		}
 	}
 }
