@@ -76,6 +76,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    refund_on   <class-or-code>...
 //	    dry_run
 //	    max_body    <size>
+//	    any_content_type
 //	    status_code <code>
 //	    answer      problem|apns|fcm|sendgrid|twilio|webpush|expo
 //	    log_values
@@ -159,6 +160,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.LogValues, err = true, noArgs(d)
 		case "max_body":
 			err = h.unmarshalMaxBody(d)
+		case "any_content_type":
+			h.AnyContentType, err = true, noArgs(d)
 		case "status_code":
 			at.statusCode = *d
 			err = h.unmarshalStatusCode(d)

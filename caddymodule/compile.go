@@ -112,6 +112,9 @@ func (h *Handler) compile() error {
 		paths = append(paths, jsonPathsOf(e.Placeholder)...)
 	}
 	h.jsonPaths = jsonbatch.NewFolds(paths)
+	if h.AnyContentType && h.needs != 0 {
+		h.needs |= needAnyType
+	}
 	return h.compileBatch()
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,10 +15,13 @@ import (
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 )
 
-// What an expression needs from the request body.
+// What an expression needs from the request body, and how to read it.
 const (
 	needJSON = 1 << iota
 	needForm
+	// needAnyType reads the body whatever Content-Type it declares
+	// (Handler.AnyContentType).
+	needAnyType
 )
 
 // needsOf tells which body placeholders expr uses.
@@ -139,6 +143,12 @@ func readBody(r *http.Request, needs int, maxBody int64) (*body, *reply.Failure)
 			return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: "request body: " + err.Error()}
 		}
 	}
+	if needs&needAnyType == 0 {
+		var fail *reply.Failure
+		if needs, fail = declaredFormat(r.Header.Get("Content-Type"), needs); fail != nil {
+			return nil, fail
+		}
+	}
 	if needs&needJSON != 0 {
 		v, err := parseJSON(raw)
 		if err != nil {
@@ -154,6 +164,34 @@ func readBody(r *http.Request, needs int, maxBody int64) (*body, *reply.Failure)
 		b.form = f
 	}
 	return b, nil
+}
+
+// declaredFormat checks the body's declared Content-Type against the
+// formats needs reads, and returns the ones to read: a JSON type
+// (application/json, or any +json) for {json.*}, a form type for
+// {form.*}. A body that declares another format, which an upstream that
+// parses by Content-Type would read otherwise, is answered 415; one that
+// declares no type is read as needs asks.
+func declaredFormat(contentType string, needs int) (int, *reply.Failure) {
+	if strings.TrimSpace(contentType) == "" {
+		return needs, nil
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	isJSON := err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+	isForm := err == nil && mt == "application/x-www-form-urlencoded"
+	switch {
+	case isJSON && needs&needJSON != 0:
+		return needs &^ needForm, nil
+	case isForm && needs&needForm != 0:
+		return needs &^ needJSON, nil
+	}
+	want := "application/json"
+	if needs&needJSON == 0 {
+		want = "application/x-www-form-urlencoded"
+	} else if needs&needForm != 0 {
+		want += " or application/x-www-form-urlencoded"
+	}
+	return needs, &reply.Failure{Status: http.StatusUnsupportedMediaType, Reason: fmt.Sprintf("request body declares Content-Type %q, but the frequency cap reads it as %s (an upstream that parses by Content-Type would read other values than the ones counted); send it as %s, or set any_content_type when the upstream reads it so whatever the type", contentType, want, want)}
 }
 
 // firstRead is the most readAtMost allocates before the bytes arrive:

@@ -105,6 +105,15 @@ type Handler struct {
 	// read only when some dimension, cost or zone needs it. Default 1 MiB.
 	MaxBody int64 `json:"max_body,omitempty"`
 
+	// AnyContentType reads the body in the format the placeholders ask
+	// for ({json.*} or {form.*}) whatever Content-Type it declares, for an
+	// upstream that parses it so (gorush binds JSON whatever the type).
+	// Default false: a body that declares another format is answered 415,
+	// since an upstream that parses by Content-Type would read other
+	// values than the ones counted (a form body hides "&to=victim" in a
+	// JSON string). A body that declares no type is read either way.
+	AnyContentType bool `json:"any_content_type,omitempty"`
+
 	// StatusCode is the status of a denial (400-599) in the problem
 	// answer style; the other styles answer with their provider's own.
 	// Default 429.

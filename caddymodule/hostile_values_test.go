@@ -318,3 +318,72 @@ func TestHostileFoldedNames(t *testing.T) {
 		t.Errorf("upstream got %d, want 3", got)
 	}
 }
+
+// TestHostileContentType proves a body is read only as the format it
+// declares: a form body whose JSON reading counts "decoy" (an upstream
+// that parses by Content-Type reads to=victim from it) is answered 415,
+// as is a JSON body sent to a cap set that reads a form; a JSON type with
+// parameters or a +json suffix, and no type at all, are read; with
+// any_content_type the declared type is not asked.
+func TestHostileContentType(t *testing.T) {
+	up := startUpstream(t)
+	g := startGateway(t, fmt.Sprintf(`
+	handle /json {
+		frequency_cap {
+			key_prefix %s
+			dimension  recipient {json.to}
+			%s
+		}
+		reverse_proxy %s
+	}
+	handle /form {
+		frequency_cap {
+			key_prefix %s
+			name       form
+			dimension  recipient {form.to}
+			%s
+		}
+		reverse_proxy %s
+	}
+	handle /any {
+		frequency_cap {
+			key_prefix %s
+			name       any
+			dimension  recipient {json.to}
+			any_content_type
+			%s
+		}
+		reverse_proxy %s
+	}`, testPrefix(), ruleBlock("once", "recipient", 1), up.addr(),
+		testPrefix(), ruleBlock("once", "recipient", 1), up.addr(),
+		testPrefix(), ruleBlock("once", "recipient", 1), up.addr()))
+
+	smuggled := `{"to":"decoy","a":"&to=victim&"}`
+	for _, tc := range []struct {
+		path, contentType, body string
+		status                  int
+	}{
+		{"/json", "application/x-www-form-urlencoded", smuggled, 415},
+		{"/json", "text/plain", `{"to":"t1"}`, 415},
+		{"/json", "multipart/form-data; boundary=x", `{"to":"t1"}`, 415},
+		{"/json", "application/json", `{"to":"t1"}`, 200},
+		{"/json", "application/json; charset=utf-8", `{"to":"t2"}`, 200},
+		{"/json", "application/vnd.api+json", `{"to":"t3"}`, 200},
+		{"/json", "", `{"to":"t4"}`, 200},
+		{"/form", "application/json", `to=decoy&x={"to":"victim"}`, 415},
+		{"/form", "application/x-www-form-urlencoded", `to=f1`, 200},
+		{"/any", "application/x-www-form-urlencoded", `{"to":"a1"}`, 200},
+		{"/any", "application/x-www-form-urlencoded", `{"to":"a1"}`, 429},
+	} {
+		a := g.post(tc.path, tc.contentType, tc.body)
+		if a.status != tc.status {
+			t.Errorf("%s %q %s: status %d, want %d; %s", tc.path, tc.contentType, tc.body, a.status, tc.status, a.body)
+		}
+		if tc.status == 415 && !strings.Contains(string(a.body), "any_content_type") {
+			t.Errorf("%s %q: %s does not say what to do", tc.path, tc.contentType, a.body)
+		}
+	}
+	if got := up.count(); got != 6 {
+		t.Errorf("upstream got %d, want 6", got)
+	}
+}
