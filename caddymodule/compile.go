@@ -93,11 +93,13 @@ func (h *Handler) compile() error {
 	for _, d := range h.dims {
 		h.needs |= needsOf(d.Expr)
 		paths = append(paths, jsonPathsOf(d.Expr)...)
+		h.formFields = append(h.formFields, formFieldsOf(d.Expr)...)
 	}
 	for _, r := range h.rules {
 		h.needs |= needsOf(r.costExpr) | needsOf(r.zoneExpr) | needsOf(r.limitExpr)
 		for _, e := range []string{r.costExpr, r.zoneExpr, r.limitExpr} {
 			paths = append(paths, jsonPathsOf(e)...)
+			h.formFields = append(h.formFields, formFieldsOf(e)...)
 		}
 	}
 	if e := h.Exempt; e != nil {
@@ -110,6 +112,7 @@ func (h *Handler) compile() error {
 		}
 		h.needs |= needsOf(e.Placeholder)
 		paths = append(paths, jsonPathsOf(e.Placeholder)...)
+		h.formFields = append(h.formFields, formFieldsOf(e.Placeholder)...)
 	}
 	h.jsonPaths = jsonbatch.NewFolds(paths)
 	if h.AnyContentType && h.needs != 0 {

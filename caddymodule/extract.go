@@ -59,6 +59,40 @@ func jsonPathsOf(expr string) []*jsonbatch.Path {
 	}
 }
 
+// formFieldsOf returns the fields of the {form.<field>} placeholders in
+// expr.
+func formFieldsOf(expr string) []string {
+	const open = "{form."
+	var fields []string
+	for rest := expr; ; {
+		i := strings.Index(rest, open)
+		if i < 0 {
+			return fields
+		}
+		rest = rest[i+len(open):]
+		end := strings.IndexByte(rest, '}')
+		if end < 0 {
+			return fields
+		}
+		fields = append(fields, rest[:end])
+		rest = rest[end:]
+	}
+}
+
+// repeatedField refuses a form body that gives a field a placeholder
+// reads more than once: readers differ on which counts (Go's FormValue
+// and Django read the first, PHP and Rails the last), so a sender could
+// be counted under one recipient and delivered to another. It is the
+// form's counterpart of a JSON object that names a member twice.
+func repeatedField(form url.Values, fields []string) *reply.Failure {
+	for _, f := range fields {
+		if n := len(form[f]); n > 1 {
+			return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request body is not a valid form: it gives field %q %d times, and readers differ on which counts", f, n)}
+		}
+	}
+	return nil
+}
+
 // foldedName refuses a JSON body that names, along a path the cap set
 // reads, a member that Go's encoding/json would take for the member read
 // ("To" beside "to", or "Tokens" instead of "tokens"): an upstream that

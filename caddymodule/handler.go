@@ -173,21 +173,22 @@ type Handler struct {
 	style *answer.Style // Answer's
 	// denyStyle writes denials: style, or expo's under splice expo,
 	// whose all-capped batch is answered with tickets as Expo would.
-	denyStyle *answer.Style
-	dims      []capset.Dimension
-	rules     []compiledRule
-	batch     *batchConfig // nil unless a dimension has a wildcard path
-	needs     int
-	jsonPaths *jsonbatch.Folds // every {json.<path>} the cap set reads
-	exempt    map[string]bool   // Exempt.Values
-	refundOn  []statusMatch
-	timeout   time.Duration
-	store     limiter.Store
-	storeKey  string
-	localKey  string // on_error local's store, or ""
-	logger    *zap.Logger
-	metrics   *handlerMetrics
-	warns     *storeWarnings
+	denyStyle  *answer.Style
+	dims       []capset.Dimension
+	rules      []compiledRule
+	batch      *batchConfig // nil unless a dimension has a wildcard path
+	needs      int
+	jsonPaths  *jsonbatch.Folds // every {json.<path>} the cap set reads
+	formFields []string         // every {form.<field>} it reads
+	exempt     map[string]bool  // Exempt.Values
+	refundOn   []statusMatch
+	timeout    time.Duration
+	store      limiter.Store
+	storeKey   string
+	localKey   string // on_error local's store, or ""
+	logger     *zap.Logger
+	metrics    *handlerMetrics
+	warns      *storeWarnings
 	// locals notes the decisions made locally under on_error local.
 	locals *storeWarnings
 	// capSet is the handler's entry in the admin API's registry.
@@ -314,6 +315,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		b, fail := readBody(r, h.needs, h.MaxBody)
 		if fail == nil && b.json != nil {
 			fail = foldedName(b.json, h.jsonPaths)
+		}
+		if fail == nil && b.form != nil {
+			fail = repeatedField(b.form, h.formFields)
 		}
 		if fail != nil {
 			undecided(repl)

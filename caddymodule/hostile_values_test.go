@@ -387,3 +387,37 @@ func TestHostileContentType(t *testing.T) {
 		t.Errorf("upstream got %d, want 6", got)
 	}
 }
+
+// TestHostileRepeatedFormField proves a form body that gives a field the
+// cap set reads twice is refused, as a JSON body naming a member twice
+// is: Go reads the first, PHP and Rails the last, so it would be counted
+// for one recipient and delivered to another. Fields no placeholder reads
+// may repeat (Twilio's MediaUrl does).
+func TestHostileRepeatedFormField(t *testing.T) {
+	up := startUpstream(t)
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		key_prefix %s
+		dimension  recipient {form.To}
+		%s
+	}
+	reverse_proxy %s`, testPrefix(), ruleBlock("once", "recipient", 1), up.addr()))
+	const form = "application/x-www-form-urlencoded"
+	for _, tc := range []struct {
+		body   string
+		status int
+	}{
+		{"To=decoy&To=victim", 400},
+		{"To=decoy&Body=hi&To=victim", 400},
+		{"To=%2B15550100&MediaUrl=a&MediaUrl=b", 200},
+		{"To=%2B15550100", 429},
+	} {
+		a := g.post("/", form, tc.body)
+		if a.status != tc.status {
+			t.Errorf("%s: status %d, want %d; %s", tc.body, a.status, tc.status, a.body)
+		}
+	}
+	if got := up.count(); got != 1 {
+		t.Errorf("upstream got %d, want 1", got)
+	}
+}
