@@ -46,7 +46,8 @@ func Decode(c Coding, src []byte, limit int64) ([]byte, Coding, error) {
 		}
 		r, release, err = zlibReader(src)
 	case Zstd:
-		r, release, err = zstdReader(src)
+		out, err := zstdDecode(src, limit)
+		return out, c, err
 	default:
 		return nil, c, fmt.Errorf("%w: coding %d", ErrUnsupported, c)
 	}
@@ -156,19 +157,50 @@ func flateReader(src []byte) (io.Reader, func()) {
 	return sourced{fr, br}, func() { flatePool.Put(fr) }
 }
 
-func zstdReader(src []byte) (io.Reader, func(), error) {
-	br := bytes.NewReader(src)
+// zstdDecode decodes src whole (DecodeAll), at most limit bytes, into a
+// buffer it may not grow past its capacity: DecodeAll keeps the history
+// in the output itself, so what a body costs follows what it decodes to,
+// at most limit. (A streaming reader allocates the window a frame
+// declares, 8 MiB for a 9-byte body, which sixteen concurrent senders made
+// 135 MiB.) The buffer starts at the content size the frame declares, or
+// four times the body, and grows fourfold up to limit when a frame
+// without a size outgrows it: each try decodes again, at most twice the
+// work in all.
+func zstdDecode(src []byte, limit int64) ([]byte, error) {
 	zr, _ := zstdPool.Get().(*zstd.Decoder)
 	var err error
 	if zr == nil {
 		// Concurrency 1 decodes in the caller's goroutine: a pooled
 		// decoder holds no goroutine, so the pool may drop it.
-		zr, err = zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow))
-	} else {
-		err = zr.Reset(br)
+		zr, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecodeAllCapLimit(true))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, Zstd, err)
+		}
 	}
-	if err != nil {
-		return nil, nil, err
+	defer zstdPool.Put(zr)
+	// The decoder refuses a window larger than the most it may decode,
+	// so that bound is never below the 8 MiB window RFC 9659 allows; the
+	// buffer's capacity is what holds a body to limit.
+	if err := zr.ResetWithOptions(nil, zstd.WithDecoderMaxMemory(uint64(max(limit+1, maxZstdWindow)))); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, Zstd, err)
 	}
-	return zr, func() { zstdPool.Put(zr) }, nil
+	size := int64(len(src))*4 + 512
+	var h zstd.Header
+	if h.Decode(src) == nil && h.HasFCS {
+		size = int64(min(h.FrameContentSize, uint64(limit))) + 1
+	}
+	size = min(size, limit+1)
+	for {
+		out, err := zr.DecodeAll(src, make([]byte, 0, size))
+		switch {
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded) && size <= limit:
+			size = min(size*4, limit+1)
+			continue
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded), err == nil && int64(len(out)) > limit:
+			return nil, ErrTooLarge
+		case err != nil:
+			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, Zstd, err)
+		}
+		return out, nil
+	}
 }
