@@ -76,17 +76,28 @@ func (h evalHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h evalHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook counts the script runs of pipelines too: a run the
+// store sends alone goes in a pipeline of its own (once.go).
+func (h evalHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.count(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+func (h evalHook) count(cmds ...redis.Cmder) {
+	for _, cmd := range cmds {
 		if n := cmd.Name(); n == "evalsha" || n == "eval" {
 			h.e.mu.Lock()
 			h.e.byNode[h.addr]++
 			h.e.mu.Unlock()
 		}
-		return next(ctx, cmd)
 	}
-}
-
-func (h evalHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // scriptCalls sums, from INFO commandstats, the EVALSHA and EVAL calls a

@@ -1,9 +1,11 @@
 package redisstore
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -60,9 +62,12 @@ type Config struct {
 	// switch to keep the script's write while a new server build is
 	// tried. Default off: a node that has SET … IFEQ is written with it.
 	NoNativeWrite bool `json:"no_native_write,omitempty"`
+
+	// dialer, when set, opens the client's connections (tests break them).
+	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// DefaultTimeout is RedisConfig.Timeout's default.
+// DefaultTimeout is Config.Timeout's default.
 const DefaultTimeout = 100 * time.Millisecond
 
 // EffectiveTimeout is Timeout or its default.
@@ -150,6 +155,7 @@ func (c *Config) NewClient() (redis.UniversalClient, error) {
 		IsClusterMode:         c.Cluster,
 	}
 	opt.MaxRetries, opt.DialerRetries, opt.DialerRetryTimeout = failFast()
+	opt.Dialer = c.dialer
 	if c.Cluster {
 		// go-redis tries a refused command (CLUSTERDOWN, TRYAGAIN) again
 		// on the node its slot map names, up to MaxRedirects times, with

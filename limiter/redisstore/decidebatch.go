@@ -9,6 +9,7 @@ import (
 
 	"github.com/freqcap/caddy-freqcap/limiter"
 	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog"
+	"github.com/freqcap/caddy-freqcap/lua"
 )
 
 // This file is the Redis store's batch decision: the entries of a batch
@@ -256,7 +257,7 @@ func (s *Store) runAllOnce(ctx context.Context, runs []scriptRun) {
 	cmds := make([]*redis.Cmd, len(runs))
 	_, _ = s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range runs {
-			cmds[i] = freqcapScript.EvalSha(ctx, pipe, runs[i].keys, runs[i].args...)
+			cmds[i] = evalShaOnce(ctx, pipe, freqcapScript.Hash(), runs[i].keys, runs[i].args...)
 		}
 		return nil
 	})
@@ -266,7 +267,7 @@ func (s *Store) runAllOnce(ctx context.Context, runs []scriptRun) {
 		if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
 			// The script cache was emptied (a restart, a new master):
 			// nothing ran. Run loads it again.
-			v, err = freqcapScript.Run(ctx, s.client, r.keys, r.args...).Result()
+			v, err = evalOnce(ctx, s.client, lua.Freqcap, r.keys, r.args...).Result()
 		}
 		if err != nil {
 			r.err = classify(err)

@@ -174,7 +174,7 @@ func (s *Store) roundTrip(held *decidedInGo, calls []*call, perComponent bool) *
 	var mg *redis.SliceCmd
 	_, perr := s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		if held != nil && len(held.names) > 0 {
-			ec = pipe.EvalSha(ctx, commitScript.Hash(), held.names, held.args...)
+			ec = evalShaOnce(ctx, pipe, commitScript.Hash(), held.names, held.args...)
 		}
 		if held != nil {
 			queueNative(ctx, pipe, held)
@@ -383,7 +383,7 @@ func (s *Store) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
 		if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
 			// The script cache was emptied (a restart, SCRIPT FLUSH, a new
 			// master): nothing was written. Run loads it again.
-			ec = commitScript.Run(held.ctx, s.client, held.names, held.args...)
+			ec = evalOnce(held.ctx, s.client, lua.Commit, held.names, held.args...)
 			err = answered(ec, ec.Val() != nil, nil)
 		}
 		if err != nil && len(held.native) == 0 {

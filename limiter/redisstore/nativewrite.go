@@ -99,7 +99,7 @@ func queueNative(ctx context.Context, pipe redis.Pipeliner, run *decidedInGo) {
 		} else {
 			k.cmd = redis.NewStatusCmd(ctx, "set", k.name, k.value, "ifeq", k.old, "px", k.ttl)
 		}
-		_ = pipe.Process(ctx, k.cmd)
+		_ = pipe.Process(ctx, onceCmd{k.cmd})
 	}
 }
 

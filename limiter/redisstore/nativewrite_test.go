@@ -70,7 +70,7 @@ type writeCounter struct {
 func (w *writeCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (w *writeCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return next // the writes are pipelined; a NOSCRIPT retry is not counted
+	return next // the writes are pipelined
 }
 
 func (w *writeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
@@ -81,6 +81,9 @@ func (w *writeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // of a cluster: see onNodes).
 func (w *writeCounter) pipelineHook(node string, next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) == 1 && cmds[0].Name() == "eval" {
+			return next(ctx, cmds) // a NOSCRIPT retry, sent alone: not counted
+		}
 		w.mu.Lock()
 		if w.byNode == nil {
 			w.byNode = map[string]map[string]int{}

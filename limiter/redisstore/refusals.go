@@ -25,7 +25,8 @@ import (
 // refusal the store asks the client to reload its slot map, pauses
 // briefly, and tries again, for as long as the deadline leaves room for
 // another attempt. A timeout, a broken connection or a script error is
-// never tried again: the script may have run.
+// never tried again: the script may have run (and go-redis never re-sends
+// it either: see once.go).
 
 // refusalCodes are the error codes of refusals made before a command runs.
 // READONLY also ends a script whose first write meets a replica: the

@@ -238,7 +238,7 @@ func (s *Store) runBounded(ctx context.Context, keys []string, args []any) ([]in
 func (s *Store) run(ctx context.Context, keys []string, args []any) ([]int64, error) {
 	r := refusalRetry{s: s, ctx: ctx}
 	for {
-		v, err := freqcapScript.Run(ctx, s.client, keys, args...).Result()
+		v, err := runOnce(ctx, s.client, freqcapScript.Hash(), lua.Freqcap, keys, args...).Result()
 		if err == nil {
 			return scriptInts(v)
 		}
