@@ -21,8 +21,9 @@ import (
 // rules span keys (a campaign budget beside the recipient's caps), and
 // every entry sharing a key with one, stays in the script, with the
 // reservations of decidebatch.go; so do entries on masters without
-// IFEQ (a cluster being upgraded) and on hot keys. The two parts share no
-// key, so the order of entries within each key is kept.
+// IFEQ (a cluster being upgraded) and on hot keys. Each key's path is
+// chosen once for the whole batch, so the two parts share no key, and the
+// order of entries within each key is kept.
 
 // masterFinder is a cluster client that names the master of a key, as
 // *redis.ClusterClient does.
@@ -123,24 +124,22 @@ func (s *Store) pickClusterInGo(ctx context.Context, mf masterFinder, entryCalls
 	index := map[*redis.Client]int{}
 	native := map[*redis.Client]bool{}
 	inGo = map[*call]bool{}
+	// Each key's path is chosen once, at its first entry, so that every
+	// entry of one key (a recipient sent to twice in one batch) goes the
+	// same way, in the body's order: a key that turned hot between two of
+	// them would otherwise split them between Go and the script.
+	nodeOf := map[string]*redis.Client{} // nil: the script
 	for _, calls := range entryCalls {
 		key := oneKey(calls)
-		if key == "" || shared[key] || s.hot.touches(calls) {
+		if key == "" || shared[key] {
 			continue
 		}
-		node, err := mf.MasterForKey(ctx, key)
-		if err != nil {
-			continue // the script path will say what is wrong
+		node, chosen := nodeOf[key]
+		if !chosen {
+			node = s.goNode(ctx, mf, key, calls, native)
+			nodeOf[key] = node
 		}
-		ok, seen := native[node]
-		if !seen {
-			// Not waiting: this runs on the caller's time, before its
-			// timeout starts. A master met for the first time is asked in
-			// the background, its batches in the script meanwhile.
-			ok = s.caps.native(node.Options().Addr, askDocs(node), false)
-			native[node] = ok
-		}
-		if !ok {
+		if node == nil {
 			continue
 		}
 		i, seen := index[node]
@@ -153,6 +152,32 @@ func (s *Store) pickClusterInGo(ctx context.Context, mf masterFinder, entryCalls
 		inGo[calls[0]] = true
 	}
 	return byNode, nodes, inGo
+}
+
+// goNode returns the master that decides in Go the entries of key (whose
+// first entry is calls), or nil for the script: a hot key, a key whose
+// master is unknown, or a master without SET … IFEQ. native remembers
+// each master's answer for the batch.
+func (s *Store) goNode(ctx context.Context, mf masterFinder, key string, calls []*call, native map[*redis.Client]bool) *redis.Client {
+	if s.hot.touches(calls) {
+		return nil
+	}
+	node, err := mf.MasterForKey(ctx, key)
+	if err != nil {
+		return nil // the script path will say what is wrong
+	}
+	ok, seen := native[node]
+	if !seen {
+		// Not waiting: this runs on the caller's time, before its
+		// timeout starts. A master met for the first time is asked in
+		// the background, its batches in the script meanwhile.
+		ok = s.caps.native(node.Options().Addr, askDocs(node), false)
+		native[node] = ok
+	}
+	if !ok {
+		return nil
+	}
+	return node
 }
 
 // nodeInGo decides calls (each an entry alone on one key of node) in Go:
