@@ -40,7 +40,11 @@ func (noCheck) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		}
 		err := next(ctx, sent)
 		for i, p := range plain {
-			orig := cmds[i].(*redis.StatusCmd)
+			c := cmds[i]
+			if u, ok := c.(interface{ Unwrap() redis.Cmder }); ok {
+				c = u.Unwrap() // the store sends its writes wrapped, never to be sent twice
+			}
+			orig := c.(*redis.StatusCmd)
 			orig.SetVal(p.Val())
 			orig.SetErr(p.Err())
 		}

@@ -25,6 +25,11 @@ type onceCmd struct{ redis.Cmder }
 // NoRetry implements redis.Cmder.
 func (onceCmd) NoRetry() bool { return true }
 
+// Unwrap returns the command wrapped, for a client hook that needs its
+// concrete type (a *redis.StatusCmd for a native SET, a *redis.Cmd for a
+// script).
+func (c onceCmd) Unwrap() redis.Cmder { return c.Cmder }
+
 // evalShaOnce queues EVALSHA of hash in pipe, to be sent once, and
 // returns the command, whose reply is read once the pipeline has run.
 func evalShaOnce(ctx context.Context, pipe redis.Pipeliner, hash string, keys []string, args ...any) *redis.Cmd {
