@@ -243,7 +243,7 @@ func (s *Store) nodeInGo(node *redis.Client, calls []*call) {
 		// in the script, nothing of it having been written.
 		elsewhere = append(elsewhere, notNative(run)...)
 		_, perr := node.Pipelined(run.ctx, func(pipe redis.Pipeliner) error {
-			queueNative(run.ctx, pipe, run)
+			queueNative(run.ctx, pipe, run, true)
 			return nil
 		})
 		again, redo := s.nativeAnswers(run, perr)

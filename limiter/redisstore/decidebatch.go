@@ -257,7 +257,7 @@ func (s *Store) runAllOnce(ctx context.Context, runs []scriptRun) {
 	cmds := make([]*redis.Cmd, len(runs))
 	_, _ = s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range runs {
-			cmds[i] = evalShaOnce(ctx, pipe, freqcapScript.Hash(), runs[i].keys, runs[i].args...)
+			cmds[i] = s.evalShaIn(ctx, pipe, freqcapScript.Hash(), runs[i].keys, runs[i].args...)
 		}
 		return nil
 	})
@@ -267,7 +267,7 @@ func (s *Store) runAllOnce(ctx context.Context, runs []scriptRun) {
 		if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
 			// The script cache was emptied (a restart, a new master):
 			// nothing ran. Run loads it again.
-			v, err = evalOnce(ctx, s.client, lua.Freqcap, r.keys, r.args...).Result()
+			v, err = s.evalScript(ctx, lua.Freqcap, r.keys, r.args...).Result()
 		}
 		if err != nil {
 			r.err = classify(err)

@@ -174,10 +174,10 @@ func (s *Store) roundTrip(held *decidedInGo, calls []*call, perComponent bool) *
 	var mg *redis.SliceCmd
 	_, perr := s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		if held != nil && len(held.names) > 0 {
-			ec = evalShaOnce(ctx, pipe, commitScript.Hash(), held.names, held.args...)
+			ec = s.evalShaIn(ctx, pipe, commitScript.Hash(), held.names, held.args...)
 		}
 		if held != nil {
-			queueNative(ctx, pipe, held)
+			queueNative(ctx, pipe, held, false)
 		}
 		if next != nil {
 			if needTime {
@@ -383,7 +383,7 @@ func (s *Store) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
 		if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
 			// The script cache was emptied (a restart, SCRIPT FLUSH, a new
 			// master): nothing was written. Run loads it again.
-			ec = evalOnce(held.ctx, s.client, lua.Commit, held.names, held.args...)
+			ec = s.evalScript(held.ctx, lua.Commit, held.names, held.args...)
 			err = answered(ec, ec.Val() != nil, nil)
 		}
 		if err != nil && len(held.native) == 0 {

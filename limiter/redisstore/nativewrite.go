@@ -90,8 +90,9 @@ func planNative(run *decidedInGo) {
 	}
 }
 
-// queueNative queues run's native writes in pipe.
-func queueNative(ctx context.Context, pipe redis.Pipeliner, run *decidedInGo) {
+// queueNative queues run's native writes in pipe; on a cluster, each sent
+// once (see once.go).
+func queueNative(ctx context.Context, pipe redis.Pipeliner, run *decidedInGo, cluster bool) {
 	for i := range run.native {
 		k := &run.native[i]
 		if k.old == "" {
@@ -99,7 +100,7 @@ func queueNative(ctx context.Context, pipe redis.Pipeliner, run *decidedInGo) {
 		} else {
 			k.cmd = redis.NewStatusCmd(ctx, "set", k.name, k.value, "ifeq", k.old, "px", k.ttl)
 		}
-		_ = pipe.Process(ctx, onceCmd{k.cmd})
+		_ = pipe.Process(ctx, sent(k.cmd, cluster))
 	}
 }
 

@@ -6,17 +6,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Every command that writes (the scripts, commit.lua, the native SET) goes
-// to go-redis as a command it must never send twice. go-redis re-sends a
-// command whose connection broke after it was sent, on a cluster even with
-// retries off (its redirection budget serves for that too), and with it a
-// node's whole pipeline after some refusals: a script that ran and whose
-// reply was lost would run again, recording a send twice, or recording a
-// send it then answered denied. NoRetry keeps every such command to one
-// sending; MOVED and ASK, which say it did not run, are still followed. A
-// write whose answer is lost fails the decisions it carried, to on_error:
-// it may have been recorded (counted once, not twice), and nothing is
-// decided on top of it.
+// On a cluster, every command that writes (freqcap.lua, and the native SET
+// of batch sends decided in Go) goes to go-redis as a command it must
+// never send twice. A cluster client re-sends a command whose connection
+// broke after it was sent even with retries off (its redirection budget
+// serves for that), and with it a node's whole pipeline after some
+// refusals: a script that ran and whose reply was lost would run again,
+// recording a send twice, or recording a send it then answered denied.
+// NoRetry keeps each such command to one sending; MOVED and ASK, which
+// say it did not run, are still followed. A write whose answer is lost
+// fails the decisions it carried, to on_error: it may have been recorded
+// (counted once, not twice), and nothing is decided on top of it.
+//
+// Off a cluster (standalone, Sentinel) go-redis sends a command once
+// already: failFast turns its retries off. Those commands go as they are,
+// on go-redis's usual paths.
 
 // onceCmd is a command go-redis sends at most once. The reply lands in the
 // command it wraps.
@@ -30,46 +34,59 @@ func (onceCmd) NoRetry() bool { return true }
 // script).
 func (c onceCmd) Unwrap() redis.Cmder { return c.Cmder }
 
-// evalShaOnce queues EVALSHA of hash in pipe, to be sent once, and
-// returns the command, whose reply is read once the pipeline has run.
-func evalShaOnce(ctx context.Context, pipe redis.Pipeliner, hash string, keys []string, args ...any) *redis.Cmd {
-	return scriptOnce(ctx, pipe, "evalsha", hash, keys, args)
-}
-
-// runOnce runs the script whose source is src and SHA1 is hash, as
-// redis.Script.Run does (EVALSHA, then EVAL when the server does not hold
-// it: NOSCRIPT means nothing ran), each sent once.
-func runOnce(ctx context.Context, c pipeliner, hash, src string, keys []string, args ...any) *redis.Cmd {
-	cmd := sendOnce(ctx, c, "evalsha", hash, keys, args)
-	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmd = evalOnce(ctx, c, src, keys, args...)
+// sent is cmd as it goes to go-redis: wrapped on a cluster (see above).
+func sent(cmd redis.Cmder, cluster bool) redis.Cmder {
+	if cluster {
+		return onceCmd{cmd}
 	}
 	return cmd
 }
 
-// evalOnce runs the script src with EVAL, sent once: after an EVALSHA
-// answered NOSCRIPT.
-func evalOnce(ctx context.Context, c pipeliner, src string, keys []string, args ...any) *redis.Cmd {
-	return sendOnce(ctx, c, "eval", src, keys, args)
-}
-
-// sendOnce sends one script command, once, in a pipeline of its own: a
-// Client need only offer pipelines, and on a cluster a pipeline's refusal
-// (CLUSTERDOWN from a node the slot map still names) comes back to the
-// store, which has the map reloaded (refusals.go).
-func sendOnce(ctx context.Context, c pipeliner, verb, script string, keys []string, args []any) *redis.Cmd {
-	var cmd *redis.Cmd
-	_, _ = c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		cmd = scriptOnce(ctx, pipe, verb, script, keys, args)
-		return nil
-	})
+// evalShaIn queues EVALSHA of hash in pipe and returns the command, whose
+// reply is read once the pipeline has run.
+func (s *Store) evalShaIn(ctx context.Context, pipe redis.Pipeliner, hash string, keys []string, args ...any) *redis.Cmd {
+	cmd := scriptCmd(ctx, "evalsha", hash, keys, args)
+	_ = pipe.Process(ctx, sent(cmd, s.cluster))
 	return cmd
 }
 
-// scriptOnce queues a script command in pipe, to be sent once.
-func scriptOnce(ctx context.Context, pipe redis.Pipeliner, verb, script string, keys []string, args []any) *redis.Cmd {
+// runScript runs the script whose source is src and SHA1 is hash, as
+// redis.Script.Run does: EVALSHA, then EVAL when the server does not hold
+// it (NOSCRIPT means nothing ran).
+func (s *Store) runScript(ctx context.Context, hash, src string, keys []string, args ...any) *redis.Cmd {
+	cmd := s.sendScript(ctx, "evalsha", hash, keys, args)
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmd = s.evalScript(ctx, src, keys, args...)
+	}
+	return cmd
+}
+
+// evalScript runs the script src with EVAL: after an EVALSHA answered
+// NOSCRIPT.
+func (s *Store) evalScript(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
+	return s.sendScript(ctx, "eval", src, keys, args)
+}
+
+// processer is a client that sends one command by itself.
+type processer interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// sendScript sends one script command. Off a cluster it goes by itself, as
+// redis.Script.Run sends it (the Sentinel client follows a failover on
+// that path). On a cluster, and for a Client that offers only pipelines,
+// it goes in a pipeline of its own, sent once: a cluster pipeline's
+// refusal (CLUSTERDOWN from a node the slot map still names) comes back to
+// the store, which has the map reloaded (refusals.go).
+func (s *Store) sendScript(ctx context.Context, verb, script string, keys []string, args []any) *redis.Cmd {
 	cmd := scriptCmd(ctx, verb, script, keys, args)
-	_ = pipe.Process(ctx, onceCmd{cmd})
+	if p, ok := s.client.(processer); ok && !s.cluster {
+		_ = p.Process(ctx, cmd)
+		return cmd
+	}
+	_, _ = s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		return pipe.Process(ctx, sent(cmd, s.cluster))
+	})
 	return cmd
 }
 

@@ -60,7 +60,9 @@ type Store struct {
 
 // Client is what the Redis store needs of a go-redis client: scripts and
 // pipelines. *redis.Client, *redis.ClusterClient and the Sentinel failover
-// client fit, as does any wrapper that passes these calls on.
+// client fit, as does any wrapper that passes these calls on. A hook on the
+// client sees the store's writes wrapped so that go-redis never sends one
+// twice on a cluster (see once.go); their Unwrap method gives the command.
 type Client interface {
 	redis.Scripter
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)

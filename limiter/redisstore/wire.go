@@ -238,7 +238,7 @@ func (s *Store) runBounded(ctx context.Context, keys []string, args []any) ([]in
 func (s *Store) run(ctx context.Context, keys []string, args []any) ([]int64, error) {
 	r := refusalRetry{s: s, ctx: ctx}
 	for {
-		v, err := runOnce(ctx, s.client, freqcapScript.Hash(), lua.Freqcap, keys, args...).Result()
+		v, err := s.runScript(ctx, freqcapScript.Hash(), lua.Freqcap, keys, args...).Result()
 		if err == nil {
 			return scriptInts(v)
 		}
