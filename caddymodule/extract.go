@@ -36,48 +36,43 @@ func needsOf(expr string) int {
 	return n
 }
 
-// jsonPathsOf returns the paths of the {json.<path>} placeholders in expr,
-// parsed as batch paths ("*" a wildcard); a path that does not parse (the
-// config check reports it) is left out.
-func jsonPathsOf(expr string) []*jsonbatch.Path {
-	const open = "{json."
-	var paths []*jsonbatch.Path
+// placeholderArgs returns what follows "{<kind>." up to "}" in each
+// such placeholder of expr: the paths of {json.<path>}, the fields of
+// {form.<field>}.
+func placeholderArgs(expr, kind string) []string {
+	open := "{" + kind + "."
+	var args []string
 	for rest := expr; ; {
 		i := strings.Index(rest, open)
 		if i < 0 {
-			return paths
+			return args
 		}
 		rest = rest[i+len(open):]
 		end := strings.IndexByte(rest, '}')
 		if end < 0 {
-			return paths
+			return args
 		}
-		if p, err := jsonbatch.ParsePath(rest[:end]); err == nil {
-			paths = append(paths, p)
-		}
+		args = append(args, rest[:end])
 		rest = rest[end:]
 	}
 }
 
+// jsonPathsOf returns the paths of the {json.<path>} placeholders in expr,
+// parsed as batch paths ("*" a wildcard); a path that does not parse (the
+// config check reports it) is left out.
+func jsonPathsOf(expr string) []*jsonbatch.Path {
+	var paths []*jsonbatch.Path
+	for _, a := range placeholderArgs(expr, "json") {
+		if p, err := jsonbatch.ParsePath(a); err == nil {
+			paths = append(paths, p)
+		}
+	}
+	return paths
+}
+
 // formFieldsOf returns the fields of the {form.<field>} placeholders in
 // expr.
-func formFieldsOf(expr string) []string {
-	const open = "{form."
-	var fields []string
-	for rest := expr; ; {
-		i := strings.Index(rest, open)
-		if i < 0 {
-			return fields
-		}
-		rest = rest[i+len(open):]
-		end := strings.IndexByte(rest, '}')
-		if end < 0 {
-			return fields
-		}
-		fields = append(fields, rest[:end])
-		rest = rest[end:]
-	}
-}
+func formFieldsOf(expr string) []string { return placeholderArgs(expr, "form") }
 
 // repeatedField refuses a form body that gives a field a placeholder
 // reads more than once: readers differ on which counts (Go's FormValue

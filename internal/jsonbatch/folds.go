@@ -89,10 +89,7 @@ func (w *foldWalk) walk(pos int, n *foldNode) int {
 			if w.found {
 				return end
 			}
-			j = skipSpace(doc, end)
-			if at(doc, j) == ',' {
-				j = skipSpace(doc, j+1)
-			}
+			j = nextItem(doc, end)
 		}
 		return j + 1
 	case '{':
@@ -122,14 +119,21 @@ func (w *foldWalk) walk(pos int, n *foldNode) int {
 			if w.found {
 				return j
 			}
-			j = skipSpace(doc, j)
-			if at(doc, j) == ',' {
-				j = skipSpace(doc, j+1)
-			}
+			j = nextItem(doc, j)
 		}
 		return j + 1
 	}
 	return skipValue(doc, pos)
+}
+
+// nextItem returns where the container item after the one ending at j
+// starts, past the comma; or the closing bracket when it was the last.
+func nextItem(doc []byte, j int) int {
+	j = skipSpace(doc, j)
+	if at(doc, j) == ',' {
+		j = skipSpace(doc, j+1)
+	}
+	return j
 }
 
 // foldsTo reports whether key equals name under Unicode simple folding, as
