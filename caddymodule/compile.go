@@ -89,18 +89,13 @@ func (h *Handler) compile() error {
 		return err
 	}
 
-	var paths []*jsonbatch.Path
+	// Every expression a request is read with: what it needs of the body.
+	var exprs []string
 	for _, d := range h.dims {
-		h.needs |= needsOf(d.Expr)
-		paths = append(paths, jsonPathsOf(d.Expr)...)
-		h.formFields = append(h.formFields, formFieldsOf(d.Expr)...)
+		exprs = append(exprs, d.Expr)
 	}
 	for _, r := range h.rules {
-		h.needs |= needsOf(r.costExpr) | needsOf(r.zoneExpr) | needsOf(r.limitExpr)
-		for _, e := range []string{r.costExpr, r.zoneExpr, r.limitExpr} {
-			paths = append(paths, jsonPathsOf(e)...)
-			h.formFields = append(h.formFields, formFieldsOf(e)...)
-		}
+		exprs = append(exprs, r.costExpr, r.zoneExpr, r.limitExpr)
 	}
 	if e := h.Exempt; e != nil {
 		if strings.TrimSpace(e.Placeholder) == "" || len(e.Values) == 0 {
@@ -110,9 +105,13 @@ func (h *Handler) compile() error {
 		for _, v := range e.Values {
 			h.exempt[v] = true
 		}
-		h.needs |= needsOf(e.Placeholder)
-		paths = append(paths, jsonPathsOf(e.Placeholder)...)
-		h.formFields = append(h.formFields, formFieldsOf(e.Placeholder)...)
+		exprs = append(exprs, e.Placeholder)
+	}
+	var paths []*jsonbatch.Path
+	for _, e := range exprs {
+		h.needs |= needsOf(e)
+		paths = append(paths, jsonPathsOf(e)...)
+		h.formFields = append(h.formFields, formFieldsOf(e)...)
 	}
 	h.jsonPaths = jsonbatch.NewFolds(paths)
 	if h.AnyContentType && h.needs != 0 {
