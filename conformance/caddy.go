@@ -164,17 +164,19 @@ func (c *Caddy) Healthy(t testing.TB) {
 // globals is the global options block of every Caddy started here: admin on
 // a free loopback port, nothing persisted or installed, every site bound to
 // 127.0.0.1, no automatic certificates (TLS sites name their certificate
-// files), and HTTP/1.1 and HTTP/2 only (no UDP listener for HTTP/3).
+// files) nor HTTP->HTTPS redirects (which would listen on port 80, where
+// two Caddys cannot both listen), and HTTP/1.1 and HTTP/2 only (no UDP listener for HTTP/3). The
+// second verb takes more lines for the servers block (StartCaddyWith).
 const globals = `{
 	admin 127.0.0.1:%d
 	persist_config off
-	auto_https disable_certs
+	auto_https disable_certs disable_redirects
 	default_bind 127.0.0.1
 	skip_install_trust
 	grace_period 1s
 	servers {
 		protocols h1 h2
-	}
+%s	}
 }
 `
 
@@ -183,7 +185,14 @@ const globals = `{
 // from FreePort), waits until it serves, and kills it when the test ends.
 func StartCaddy(t testing.TB, sites string) *Caddy {
 	t.Helper()
-	c, err := startCaddy(t, sites)
+	return StartCaddyWith(t, "", sites)
+}
+
+// StartCaddyWith is StartCaddy with serverOptions added to the global
+// servers block, one option a line (say "listener_wrappers {\n\th2_scheme\n}").
+func StartCaddyWith(t testing.TB, serverOptions, sites string) *Caddy {
+	t.Helper()
+	c, err := startCaddy(t, serverOptions, sites)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +206,7 @@ func StartGateway(t testing.TB, sites string) *Caddy {
 	return StartCaddy(t, sites)
 }
 
-func startCaddy(t testing.TB, sites string) (*Caddy, error) {
+func startCaddy(t testing.TB, serverOptions, sites string) (*Caddy, error) {
 	t.Helper()
 	bin := CaddyBinary(t)
 	dir := t.TempDir()
@@ -205,7 +214,7 @@ func startCaddy(t testing.TB, sites string) (*Caddy, error) {
 	c := &Caddy{
 		Admin:  fmt.Sprintf("http://127.0.0.1:%d", admin),
 		Dir:    dir,
-		Config: fmt.Sprintf(globals, admin) + sites,
+		Config: fmt.Sprintf(globals, admin, indent(serverOptions, "\t\t")) + sites,
 		exited: make(chan struct{}),
 	}
 	file := filepath.Join(dir, "Caddyfile")
@@ -276,6 +285,17 @@ func WaitDial(t testing.TB, addr string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// indent puts prefix before each line of s and ends it with a newline.
+func indent(s, prefix string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if line != "" {
+			b.WriteString(prefix + line + "\n")
+		}
+	}
+	return b.String()
 }
 
 func tail(s string, n int) string {

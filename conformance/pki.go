@@ -16,9 +16,10 @@ import (
 )
 
 // PKI is a throwaway certificate authority and one server certificate it
-// signed, for 127.0.0.1 and localhost, written to files that a Caddyfile's
-// `tls <CertFile> <KeyFile>` can load. Clients trust RootFile (PEM) or Pool
-// as they would a real CA: no verification is skipped.
+// signed, for 127.0.0.1, localhost and the names given to NewPKI, written
+// to files that a Caddyfile's `tls <CertFile> <KeyFile>` can load. Clients
+// trust RootFile (PEM) or Pool as they would a real CA: no verification is
+// skipped.
 type PKI struct {
 	RootFile string // the CA certificate, PEM
 	CertFile string // the server certificate, PEM
@@ -26,8 +27,10 @@ type PKI struct {
 	Pool     *x509.CertPool
 }
 
-// NewPKI creates a PKI in a temporary directory of the test.
-func NewPKI(t testing.TB) *PKI {
+// NewPKI creates a PKI in a temporary directory of the test. The server
+// certificate is also valid for names: a gateway that answers for a
+// provider's own host name (egress interception) is given it.
+func NewPKI(t testing.TB, names ...string) *PKI {
 	t.Helper()
 	dir := t.TempDir()
 	now := time.Now()
@@ -67,7 +70,7 @@ func NewPKI(t testing.TB) *PKI {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
+		DNSNames:     append([]string{"localhost"}, names...),
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
