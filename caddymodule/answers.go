@@ -66,9 +66,30 @@ func (h *Handler) provisionAnswer() error {
 		h.Splice = SpliceExpo
 	}
 	if h.Splice == SpliceExpo {
+		if err := spliceClash(h.Answer, h.Splice); err != nil {
+			return err
+		}
 		h.denyStyle, _ = answer.Lookup("expo")
 	}
+	if h.Batch == BatchDrop && h.denyStyle.Splices() {
+		// A recipient the provider's SDK sent must be accounted for
+		// in the answer, as the provider accounts for one it refused:
+		// what batch drop removed is reported in the upstream's
+		// answer, and a batch wholly capped is answered so too.
+		h.splicer = h.denyStyle
+	}
 	return nil
+}
+
+// spliceClash refuses splice expo beside another style that reports
+// dropped recipients in its own provider's answer (answer gorush): the
+// sender's SDK would get Expo's tickets for a batch of its own kind.
+func spliceClash(style, splice string) error {
+	s, ok := answer.Lookup(style)
+	if splice == "" || style == splice || !ok || !s.Splices() {
+		return nil
+	}
+	return fmt.Errorf("splice %s does not go with answer %s, which reports dropped recipients in its own provider's answer", splice, style)
 }
 
 // fail answers a request the handler could not decide, in its style.

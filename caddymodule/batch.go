@@ -121,7 +121,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 			w.Header().Set("Frequency-Cap-Dropped", list)
 		}
 		h.metrics.batchDropped.Add(float64(len(denied)))
-		if bc.splice {
+		if h.splicer != nil {
 			capped = make([]jsonbatch.Capped, len(denied))
 			for k, i := range denied {
 				d := ds[i]
@@ -131,7 +131,13 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 			r.Header.Del("Accept-Encoding")
 		}
 	}
-	return h.passBatch(w, r, next, ids, capped, len(b.Entries))
+	var splice func(status int, answer []byte) ([]byte, bool)
+	if len(capped) > 0 {
+		splice = func(status int, answer []byte) ([]byte, bool) {
+			return h.splicer.Splice(status, answer, b, capped)
+		}
+	}
+	return h.passBatch(w, r, next, ids, splice)
 }
 
 // recordedIDs returns the admission ids of the decisions that recorded.
@@ -165,15 +171,15 @@ func replaceBody(r *http.Request, body []byte) {
 
 // passBatch passes an admitted batch on. It refunds every admitted entry
 // (ids) when the response status matches refund_on or there is none, and,
-// when capped is not empty (splice expo), splices the capped entries'
-// tickets into the answer.
-func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ids []string, capped []jsonbatch.Capped, total int) error {
-	if len(capped) == 0 && (len(h.refundOn) == 0 || len(ids) == 0) {
+// when splice is set (entries were dropped and the style reports them in
+// the upstream's answer), rewrites the answer with it.
+func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ids []string, splice func(status int, answer []byte) ([]byte, bool)) error {
+	if splice == nil && (len(h.refundOn) == 0 || len(ids) == 0) {
 		return next.ServeHTTP(w, r)
 	}
 	var status int
 	var err error
-	if len(capped) > 0 {
+	if splice != nil {
 		sw := &spliceWriter{ResponseWriter: w}
 		err = next.ServeHTTP(sw, r)
 		status = sw.status
@@ -185,7 +191,7 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 			// failure to splice: there was no answer).
 		case status == 0:
 			// No answer at all is Caddy's to give.
-		case sw.finish(r.Method, total, capped):
+		case sw.finish(r.Method, splice):
 			h.metrics.spliceFailures.Inc()
 		}
 	} else {

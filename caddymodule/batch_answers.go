@@ -45,7 +45,8 @@ func worstDenied(ds []*limiter.Decision) int {
 // quota headers are set. Where the answer is one ticket per recipient
 // (answer expo, splice expo), each denied recipient's ticket names its
 // own rule, and each admitted one, not sent because the batch was
-// refused (batch reject), the rule that refused the batch.
+// refused (batch reject), the rule that refused the batch. gorush's
+// answer (answer gorush) is such a list too: a failed-push log per token.
 func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *jsonbatch.Batch, reqs []limiter.Request, ds []*limiter.Decision, denied []int) error {
 	worst := worstDenied(ds)
 	p := batchProblem{problem: newProblem(h.StatusCode, &reqs[worst], ds[worst])}
@@ -61,7 +62,7 @@ func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *js
 	}
 	den := answer.Denial{
 		Status: h.StatusCode, Rule: p.Rule, Limit: p.Limit, RetryAfter: p.RetryAfter,
-		Message: p.Detail, Problem: p, Now: ds[worst].Now, Single: b.Single(),
+		Message: p.Detail, Problem: p, Now: ds[worst].Now, Single: b.Single(), Batch: b,
 	}
 	if h.denyStyle.DenialIsTicket {
 		den.Tickets = make([]jsonbatch.Capped, len(ds))

@@ -4,18 +4,16 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
-
-	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 )
 
-// maxSpliceAnswer bounds the upstream answer held for splice expo; a
-// longer one (no ticket list is near it) is passed on as it comes, not
-// spliced.
+// maxSpliceAnswer bounds the upstream answer held for splicing; a
+// longer one (no ticket list or gorush answer is near it) is passed on as
+// it comes, not spliced.
 const maxSpliceAnswer = 4 << 20
 
 // spliceWriter holds the upstream's answer to a batch whose dropped
-// entries are spliced back into it (splice expo): the positional answer
-// can be rewritten only whole. The headers go to the client's writer as
+// entries are spliced back into it (splice expo, answer gorush under
+// batch drop): the answer can be rewritten only whole. The headers go to the client's writer as
 // the upstream sets them; the status and body wait for finish.
 type spliceWriter struct {
 	http.ResponseWriter
@@ -73,12 +71,13 @@ func bodiless(method string, status int) bool {
 	return method == http.MethodHead || status == http.StatusNoContent || status == http.StatusNotModified
 }
 
-// finish sends the answer held, spliced when jsonbatch.SpliceExpo can
-// (a 2xx JSON answer with a data array of the tickets expected), else as
-// it came, and reports whether the answer was one splice should have
-// rewritten and could not (a failure to count). A bodiless answer (HEAD,
-// 204, 304) goes out as it came, counted as nothing.
-func (s *spliceWriter) finish(method string, total int, capped []jsonbatch.Capped) (failed bool) {
+// finish sends the answer held, spliced when splice can (Expo's: a 2xx
+// JSON answer with a data array of the tickets expected; gorush's: a 2xx
+// JSON answer with counts and logs), else as it came, and reports
+// whether the answer was one splice should have rewritten and could not
+// (a failure to count). A bodiless answer (HEAD, 204, 304) goes out as
+// it came, counted as nothing.
+func (s *spliceWriter) finish(method string, splice func(status int, answer []byte) ([]byte, bool)) (failed bool) {
 	if s.passing {
 		return true
 	}
@@ -87,7 +86,7 @@ func (s *spliceWriter) finish(method string, total int, capped []jsonbatch.Cappe
 		_, _ = s.ResponseWriter.Write(s.buf.Bytes())
 		return false
 	}
-	out, ok := jsonbatch.SpliceExpo(s.status, s.buf.Bytes(), total, capped)
+	out, ok := splice(s.status, s.buf.Bytes())
 	s.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	s.ResponseWriter.WriteHeader(s.status)
 	_, _ = s.ResponseWriter.Write(out)

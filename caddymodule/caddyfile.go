@@ -78,7 +78,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_body    <size>
 //	    any_content_type
 //	    status_code <code>
-//	    answer      problem|apns|fcm|sendgrid|twilio|webpush|expo
+//	    answer      problem|apns|fcm|sendgrid|twilio|webpush|expo|gorush
 //	    log_values
 //	    dimension   <name> <placeholder>
 //	    batch       reject|drop
@@ -782,6 +782,9 @@ func (h *Handler) checkBatchLines(at *batchLines) error {
 		return at.splice.Errf("splice %s needs batch drop (only dropped recipients are spliced back)", h.Splice)
 	case h.Answer != "" && h.Answer != answer.Default && h.StatusCode != 0:
 		return at.statusCode.Errf("status_code applies to answer %s only: answer %s denies with its provider's own status", answer.Default, h.Answer)
+	}
+	if err := spliceClash(h.Answer, h.Splice); err != nil {
+		return at.splice.Err(err.Error())
 	}
 	return nil
 }

@@ -123,9 +123,12 @@ type Handler struct {
 	// denial, and a 400, 413, 415 or 503 about the request), so that the
 	// provider SDK in front of the gateway reports it as that provider's
 	// own error: "problem" (RFC 9457 problem+json denials, JSON reasons
-	// otherwise), "apns", "fcm", "sendgrid", "twilio", "webpush" or
+	// otherwise), "apns", "fcm", "sendgrid", "twilio", "webpush",
 	// "expo" (a denial is a 200 with one MessageRateExceeded error
-	// ticket per recipient, and never reaches the upstream). See
+	// ticket per recipient, and never reaches the upstream) or "gorush"
+	// (a denied batch is a 200 with one failed-push log per token, and
+	// never reaches the upstream). Under batch drop, expo and gorush
+	// also report the dropped recipients in the upstream's answer. See
 	// docs/configuration.md, Answer styles. Default "problem".
 	Answer string `json:"answer,omitempty"`
 
@@ -173,7 +176,11 @@ type Handler struct {
 	style *answer.Style // Answer's
 	// denyStyle writes denials: style, or expo's under splice expo,
 	// whose all-capped batch is answered with tickets as Expo would.
-	denyStyle  *answer.Style
+	denyStyle *answer.Style
+	// splicer reports the entries batch drop removed in the upstream's
+	// answer (splice expo; answer expo or gorush under batch drop), or
+	// is nil.
+	splicer    *answer.Style
 	dims       []capset.Dimension
 	rules      []compiledRule
 	batch      *batchConfig // nil unless a dimension has a wildcard path

@@ -211,6 +211,12 @@ func expoDeny(w http.ResponseWriter, _ *http.Request, d *Denial) error {
 	return writeBytes(w, http.StatusOK, "application/json", out)
 }
 
+// expoSplice puts a MessageRateExceeded ticket at each dropped
+// recipient's place in Expo's positional answer (splice expo).
+func expoSplice(status int, body []byte, b *jsonbatch.Batch, capped []jsonbatch.Capped) ([]byte, bool) {
+	return jsonbatch.SpliceExpo(status, body, len(b.Entries), capped)
+}
+
 type expoErrors struct {
 	Errors []expoError `json:"errors"`
 }

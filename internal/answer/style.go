@@ -31,9 +31,14 @@ type Denial struct {
 	Message string
 	// Problem is the problem+json body (the problem style's).
 	Problem any
-	// Tickets holds one Expo ticket per recipient of the request, in
-	// order (the expo style's).
+	// Tickets holds one capped recipient per recipient of the request,
+	// in order, for the styles that answer one error per recipient
+	// (DenialIsTicket): Expo's tickets, gorush's failed-push logs.
 	Tickets []jsonbatch.Capped
+	// Batch is the refused batch whose entries Tickets' positions are,
+	// or nil for a send that is not a batch. gorush's logs name each
+	// recipient and its notification from it.
+	Batch *jsonbatch.Batch
 	// Single is set when the request was one message as an object, not
 	// an array: Expo then answers one ticket, not an array of them.
 	Single bool
@@ -56,10 +61,14 @@ type Style struct {
 	// Name is the style's name in the Caddyfile and JSON (answer <name>).
 	Name string
 	// DenialIsTicket is set when a denial is answered with one error
-	// ticket per recipient in a 200, as Expo does, rather than an error.
+	// per recipient in a 200 (Expo's tickets, gorush's failed-push
+	// logs), rather than an error.
 	DenialIsTicket bool
 	deny           func(w http.ResponseWriter, r *http.Request, d *Denial) error
 	fail           func(w http.ResponseWriter, r *http.Request, f *Failure) error
+	// splice, when set, reports dropped entries in the upstream's own
+	// answer to the batch without them (see Splice).
+	splice func(status int, body []byte, b *jsonbatch.Batch, capped []jsonbatch.Capped) ([]byte, bool)
 }
 
 // Deny writes the answer to a refused send.
@@ -77,6 +86,20 @@ func (s *Style) Fail(w http.ResponseWriter, r *http.Request, f *Failure, acceptE
 	return s.fail(w, r, f)
 }
 
+// Splices reports whether the style answers for the entries batch drop
+// removed inside the upstream's answer (Splice), as Expo and gorush
+// report a recipient they refused.
+func (s *Style) Splices() bool { return s.splice != nil }
+
+// Splice rewrites the upstream's answer (status, body) to b without the
+// capped entries so that it reports them too, in the provider's own
+// terms. ok is false, and body is returned unchanged, when the answer is
+// not the provider's success answer the rewrite expects; the caller
+// passes it on and counts it. Only for a style that Splices.
+func (s *Style) Splice(status int, body []byte, b *jsonbatch.Batch, capped []jsonbatch.Capped) (out []byte, ok bool) {
+	return s.splice(status, body, b, capped)
+}
+
 // Default is the style used when none is configured.
 const Default = "problem"
 
@@ -89,7 +112,8 @@ var styles = map[string]*Style{
 	"sendgrid": {deny: sendgridDeny, fail: sendgridFail},
 	"twilio":   {deny: twilioDeny, fail: twilioFail},
 	"webpush":  {deny: webpushDeny, fail: webpushFail},
-	"expo":     {deny: expoDeny, fail: expoFail, DenialIsTicket: true},
+	"expo":     {deny: expoDeny, fail: expoFail, DenialIsTicket: true, splice: expoSplice},
+	"gorush":   {deny: gorushDeny, fail: gorushFail, DenialIsTicket: true, splice: gorushSplice},
 }
 
 func init() {

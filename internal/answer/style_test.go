@@ -54,6 +54,9 @@ func TestDenialShapes(t *testing.T) {
 		{"expo", 200, `{"data":[` +
 			`{"status":"error","message":"frequency cap recipient_minute: retry in 42 s","details":{"error":"MessageRateExceeded","rule":"recipient_minute","retry_after":42}},` +
 			`{"status":"error","message":"frequency cap same_content: retry in 7 s","details":{"error":"MessageRateExceeded","rule":"same_content","retry_after":7}}]}`, nil},
+		// A send that is not a batch names no token to log (see
+		// TestGorushDenial for a batch).
+		{"gorush", 429, `{"code":429,"message":"rule recipient_minute allows 15 per 1m0s; retry in 42 s"}`, map[string]string{"Content-Type": "application/json; charset=utf-8"}},
 	} {
 		t.Run(tc.style, func(t *testing.T) {
 			s, ok := Lookup(tc.style)
@@ -132,6 +135,8 @@ func TestFailureShapes(t *testing.T) {
 			case "expo":
 				es := v["errors"].([]any)
 				ok = len(es) == 1 && es[0].(map[string]any)["code"] != ""
+			case "gorush":
+				ok = len(v) == 2 && v["code"] == float64(status) && v["message"] == f.Reason
 			}
 			if !ok {
 				t.Errorf("%s %d: %s", name, status, rec.Body)
