@@ -242,7 +242,7 @@ func TestFirebaseAdminSDK(t *testing.T) {
 			if len(r.Batch.Responses) != total {
 				t.Fatalf("%d responses for %d messages", len(r.Batch.Responses), total)
 			}
-			if step.legacy && len(r.Wire) != total {
+			if len(r.Wire) != total {
 				t.Errorf("the SDK made %d HTTP requests for %d messages, want one each (no retry): %s", len(r.Wire), total, jsonString(r.Wire))
 			}
 			var capped []string

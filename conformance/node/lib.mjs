@@ -1,10 +1,13 @@
 // Shared by the SDK drivers: the input (argv[2], JSON), the result (one JSON
 // document on stdout), and a record of every HTTP request the process
 // makes, taken from Node's diagnostics channels (undici's for fetch, node:http's
-// for axios and https.request), so that the Go tests can see how many
-// requests an SDK call made (no retry) and what each was answered.
+// for axios and https.request) and, for HTTP/2, which Node 20 has no
+// channels for, from the streams of every session http2.connect opens (so
+// for firebase-admin's sendEach and node-apn), so that the Go tests can see
+// how many requests an SDK call made (no retry) and what each was answered.
 import dc from 'node:diagnostics_channel';
 import { readFileSync } from 'node:fs';
+import http2 from 'node:http2';
 
 export const input = JSON.parse(process.argv[2] ?? '{}');
 
@@ -57,6 +60,32 @@ dc.subscribe('http.client.response.finish', ({ request, response }) => {
   const rec = records.get(request);
   if (rec) rec.status = response.statusCode;
 });
+
+// http2.connect is looked up on the module when it is called (SDKs hold the
+// module, not the function), so wrapping it here sees every session.
+const connect = http2.connect;
+http2.connect = function (authority, ...rest) {
+  const session = connect.call(this, authority, ...rest);
+  const origin = typeof authority === 'string' ? new URL(authority).origin : authority.origin;
+  const request = session.request;
+  session.request = function (headers, ...more) {
+    const ce = headers?.['content-encoding'];
+    const rec = {
+      method: headers?.[':method'] ?? 'GET',
+      url: origin + (headers?.[':path'] ?? '/'),
+      contentEncoding: ce == null ? null : String(ce),
+      status: null,
+      http2: true,
+    };
+    wire.push(rec);
+    const stream = request.call(this, headers, ...more);
+    stream.on('response', (h) => {
+      rec.status = h[':status'];
+    });
+    return stream;
+  };
+  return session;
+};
 
 // takeWire returns the requests made since the last call.
 export function takeWire() {
