@@ -13,6 +13,10 @@ import (
 // ExpoSendPath is the path of Expo's push API (https://exp.host/--/api/v2/push/send).
 const ExpoSendPath = "/--/api/v2/push/send"
 
+// ExpoReceiptsPath is the path of Expo's receipts API
+// (https://exp.host/--/api/v2/push/getReceipts).
+const ExpoReceiptsPath = "/--/api/v2/push/getReceipts"
+
 // Expo is a mock of Expo's push API (POST /--/api/v2/push/send) as exp.host
 // answers a valid request: a body that is one message object or an array
 // of them, each with "to" a push token or an array of tokens, optionally
@@ -23,14 +27,38 @@ const ExpoSendPath = "/--/api/v2/push/send"
 // token, data is that one ticket object rather than an array, as exp.host
 // answers it. A body it cannot decode or parse gets 400 with Expo's
 // {"errors": [...]}.
+//
+// POST /--/api/v2/push/getReceipts with {"ids": [ticket id, ...]} gets 200
+// {"data": {id: receipt}} for the ids it issued (others are left out, as
+// Expo leaves out receipts it does not have yet): {"status":"ok"}, or for a
+// token that contains "Unregistered" the error receipt Expo gives a
+// device that is gone, {"status":"error","message":...,"details":{"error":
+// "DeviceNotRegistered"}}.
 type Expo struct {
 	Recorder
 	// GzipResponses compresses answers with gzip when the request accepts
 	// it, as exp.host does.
 	GzipResponses bool
 
-	mu    sync.Mutex
-	calls []ExpoCall
+	mu       sync.Mutex
+	calls    []ExpoCall
+	receipts []ExpoReceiptsCall
+}
+
+// ExpoReceiptsCall is a receipts request the mock answered.
+type ExpoReceiptsCall struct {
+	Received
+	// IDs is the ids asked for, in order.
+	IDs []string
+	// Found is how many of them it had a receipt for.
+	Found int
+}
+
+// ReceiptsCalls returns the receipts requests answered so far.
+func (e *Expo) ReceiptsCalls() []ExpoReceiptsCall {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]ExpoReceiptsCall(nil), e.receipts...)
 }
 
 // ExpoCall is a request the mock accepted, with what it answered.
@@ -62,6 +90,10 @@ func (e *Expo) Recipients() []string {
 
 func (e *Expo) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	got := e.read(r)
+	if r.Method == http.MethodPost && r.URL.Path == ExpoReceiptsPath {
+		e.serveReceipts(w, r, got)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != ExpoSendPath {
 		expoError(w, http.StatusNotFound, "NOT_FOUND", "no route "+r.Method+" "+r.URL.Path)
 		return
@@ -103,6 +135,49 @@ func (e *Expo) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusOK)
 	w.Write(body)
+}
+
+func (e *Expo) serveReceipts(w http.ResponseWriter, r *http.Request, got Received) {
+	if got.DecodeErr != nil {
+		expoError(w, http.StatusBadRequest, "VALIDATION_ERROR", "could not decode the request body: "+got.DecodeErr.Error())
+		return
+	}
+	var req struct {
+		IDs []string `json:"ids"`
+	}
+	if err := json.Unmarshal(got.Decoded, &req); err != nil || req.IDs == nil {
+		expoError(w, http.StatusBadRequest, "VALIDATION_ERROR", `"ids" must be an array of ticket ids`)
+		return
+	}
+	// The recipient of every ticket issued so far.
+	e.mu.Lock()
+	issued := map[string]string{}
+	for _, c := range e.calls {
+		for i, id := range c.Tickets {
+			issued[id] = c.Recipients[i]
+		}
+	}
+	e.mu.Unlock()
+	data := map[string]any{}
+	for _, id := range req.IDs {
+		to, ok := issued[id]
+		switch {
+		case !ok:
+		case strings.Contains(to, "Unregistered"):
+			data[id] = map[string]any{
+				"status":  "error",
+				"message": `"` + to + `" is not a registered push notification recipient`,
+				"details": map[string]string{"error": "DeviceNotRegistered"},
+			}
+		default:
+			data[id] = map[string]string{"status": "ok"}
+		}
+	}
+	e.mu.Lock()
+	e.receipts = append(e.receipts, ExpoReceiptsCall{Received: got, IDs: req.IDs, Found: len(data)})
+	e.mu.Unlock()
+	body, _ := json.Marshal(map[string]any{"data": data})
+	writeJSON(w, http.StatusOK, string(body))
 }
 
 // ExpoRecipients reads an Expo push request body: every recipient in order,

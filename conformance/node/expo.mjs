@@ -1,12 +1,15 @@
 // Drives expo-server-sdk. The SDK reads its base URL from EXPO_BASE_URL when
 // it is loaded (build/ExpoClientValues.js), so the Go test sets it in the
-// environment. Input: {"calls": [{"sdk": [message, ...]} | {"raw": body}]}:
-// "sdk" calls expo.sendPushNotificationsAsync(messages) (the SDK gzips a body
-// over 1 KB itself); "raw" POSTs body (say a single message object, which
-// the SDK cannot send: sendPushNotificationsAsync calls messages.reduce)
-// with fetch, as the SDK's requests look. Output: {"results": [{"tickets":
-// [...]} | {"error": {...}} | {"status", "body"}, with "wire": the HTTP
-// requests the call made]}.
+// environment. Input: {"calls": [{"sdk": [message, ...]} | {"receipts":
+// [ticket id, ...]} | {"raw": body}]}: "sdk" calls
+// expo.sendPushNotificationsAsync(messages) (the SDK gzips a body over 1 KB
+// itself); "receipts" calls expo.getPushNotificationReceiptsAsync(ids)
+// (POST /--/api/v2/push/getReceipts); "raw" POSTs body (say a single
+// message object, which the SDK cannot send: sendPushNotificationsAsync
+// calls messages.reduce) with fetch, as the SDK's requests look. Output:
+// {"results": [{"tickets": [...]} | {"receipts": {id: receipt}} |
+// {"error": {...}} | {"status", "body"}, with "wire": the HTTP requests
+// the call made]}.
 import { Expo } from 'expo-server-sdk';
 import { input, print, runCalls, version } from './lib.mjs';
 
@@ -33,6 +36,9 @@ const results = await runCalls(async (call) => {
       body = text;
     }
     return { status: res.status, body };
+  }
+  if (call.receipts !== undefined) {
+    return { receipts: await expo.getPushNotificationReceiptsAsync(call.receipts) };
   }
   return { tickets: await expo.sendPushNotificationsAsync(call.sdk) };
 }, (e) => ({
