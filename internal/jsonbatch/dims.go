@@ -14,7 +14,22 @@ import (
 // "notifications.*.tokens.*", "*.title" for "*.to". Anything else would
 // need an entry to take several values, or values from another array,
 // and is an error saying which.
+//
+// With alternatives (see Alternatives), other must follow each of them.
+// Other may have no filter, reader or alternatives of its own: it names
+// one value per entry.
 func (p *Path) CheckDimension(other *Path) error {
+	if len(other.alts) > 0 || other.reader != nil || len(other.FilterPaths()) > 0 {
+		return fmt.Errorf("%q names several values or filters its elements: only the batch dimension may", other.text)
+	}
+	if len(p.alts) > 0 {
+		for _, a := range p.alts {
+			if err := a.CheckDimension(other); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	k := len(other.wild)
 	if k == 0 {
 		return nil
@@ -26,7 +41,7 @@ func (p *Path) CheckDimension(other *Path) error {
 	last := other.wild[k-1]
 	// other's last wildcard may lie past p's end ("a.b.*" beside "*"):
 	// then it cannot follow p up to it.
-	if last >= len(p.segs) || !slices.Equal(other.segs[:last+1], p.segs[:last+1]) {
+	if last >= len(p.segs) || !samePrefix(other.segs[:last+1], p.segs[:last+1]) {
 		return fmt.Errorf("%q does not follow the batch dimension %q up to its last wildcard, so its values cannot be matched to the batch's entries",
 			other.text, p.text)
 	}

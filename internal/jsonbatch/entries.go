@@ -44,6 +44,9 @@ type Entry struct {
 	Indices []int
 	// Start and End delimit the value's bytes in Doc.
 	Start, End int
+	// Alt is the alternative of the batch path that named the entry (see
+	// Alternatives): 0 for a path without alternatives.
+	Alt int
 	// tuple is where Indices start in Batch.elems.
 	tuple int
 }
@@ -62,6 +65,8 @@ type Miss struct {
 	// kind of that value (the body's shape is not the path's); Missing
 	// when the path found nothing or null.
 	NotArray Kind
+	// alt is the alternative whose walk missed (see Entry.Alt).
+	alt int
 }
 
 // Enumerate lists the values p names in doc, which must have passed
@@ -80,10 +85,22 @@ type Miss struct {
 //
 // max bounds len(Entries)+len(Missing) (0 means DefaultMax): past it,
 // Enumerate stops at once and returns an error wrapping ErrTooMany.
+//
+// A path with alternatives or a reader is enumerated as Alternatives and
+// WithReader say.
 func (p *Path) Enumerate(doc []byte, max int) (*Batch, error) {
 	if max <= 0 {
 		max = DefaultMax
 	}
+	if len(p.alts) > 0 || p.reader != nil {
+		return p.enumerateEach(doc, max)
+	}
+	return p.enumerate(doc, max)
+}
+
+// enumerate is Enumerate for a path without alternatives, its reader
+// aside.
+func (p *Path) enumerate(doc []byte, max int) (*Batch, error) {
 	w := newWalker(doc, p, true, max)
 	defer w.done()
 	w.run()
@@ -121,7 +138,7 @@ func (p *Path) Enumerate(doc []byte, max int) (*Batch, error) {
 	}
 	for _, h := range w.missing {
 		idx := indices(h)
-		b.Missing = append(b.Missing, Miss{Path: b.concrete(idx), Indices: idx, NotArray: h.got})
+		b.Missing = append(b.Missing, Miss{Path: b.concrete(0, idx), Indices: idx, NotArray: h.got})
 	}
 	return b, nil
 }
@@ -131,14 +148,14 @@ func (p *Path) Enumerate(doc []byte, max int) (*Batch, error) {
 // ended on, "2.to.1". Paths are built on demand because only the dropped
 // or denied entries need one.
 func (b *Batch) EntryPath(i int) string {
-	return b.concrete(b.Entries[i].Indices)
+	return b.concrete(b.Entries[i].Alt, b.Entries[i].Indices)
 }
 
-// concrete is the path of idx in the body as the sender wrote it: for a
-// message sent as an object (see EnumerateMessages), without the index
-// of the array it was read as.
-func (b *Batch) concrete(idx []int) string {
-	path := b.Path.concrete(idx)
+// concrete is the path of idx, in alternative alt, in the body as the
+// sender wrote it: for a message sent as an object (see
+// EnumerateMessages), without the index of the array it was read as.
+func (b *Batch) concrete(alt int, idx []int) string {
+	path := b.Path.alt(alt).concrete(idx)
 	if b.single {
 		path = strings.TrimPrefix(strings.TrimPrefix(path, "0"), ".")
 	}
@@ -153,7 +170,7 @@ func (b *Batch) concrete(idx []int) string {
 // Single reports which form doc was.
 func (p *Path) EnumerateMessages(doc []byte, max int) (*Batch, error) {
 	start := skipSpace(doc, 0)
-	if len(p.wild) == 0 || p.wild[0] != 0 || at(doc, start) != '{' {
+	if !p.startsWild() || at(doc, start) != '{' {
 		return p.Enumerate(doc, max)
 	}
 	wrapped := make([]byte, 0, len(doc)+2)
@@ -162,7 +179,7 @@ func (p *Path) EnumerateMessages(doc []byte, max int) (*Batch, error) {
 	if b != nil {
 		b.single = true
 		for i := range b.Missing {
-			b.Missing[i].Path = b.concrete(b.Missing[i].Indices)
+			b.Missing[i].Path = b.concrete(b.Missing[i].alt, b.Missing[i].Indices)
 		}
 	}
 	return b, err

@@ -21,6 +21,7 @@ func NewFolds(paths []*Path) *Folds {
 	for _, p := range paths {
 		n := &f.root
 		for _, s := range p.segs {
+			s.filter = nil // a filter picks elements: their names are read all the same
 			var next *foldNode
 			for _, k := range n.kids {
 				if k.seg == s {

@@ -3,6 +3,7 @@ package jsonbatch
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -19,6 +20,14 @@ type Path struct {
 	text string
 	segs []segment
 	wild []int // the positions in segs of the wildcards
+	// alts are the alternatives of a path made by Alternatives (segs and
+	// wild are then alts[0]'s), and group the number of leading
+	// wildcards they share.
+	alts  []*Path
+	group int
+	// reader, when set, reads each value the path names as several (see
+	// Reader).
+	reader *Reader
 }
 
 // segment is one step of a path. Like {json.<path>}, a segment applied to
@@ -28,6 +37,21 @@ type segment struct {
 	name  string
 	index int
 	wild  bool
+	// filter, on a wildcard, keeps the elements whose member it names
+	// has (or, negated, has not) one of its values; nil keeps every one.
+	filter *filter
+}
+
+// sameSeg reports whether a and b name the same step, filters aside: a
+// filter picks which elements of an array a path visits, not where they
+// are, so "notifications.*.message" follows "notifications.*[platform!=1].topic".
+func sameSeg(a, b segment) bool {
+	return a.name == b.name && a.index == b.index && a.wild == b.wild
+}
+
+// samePrefix reports whether a and b are the same steps, filters aside.
+func samePrefix(a, b []segment) bool {
+	return slices.EqualFunc(a, b, sameSeg)
 }
 
 // ParsePath parses a dotted path such as "notifications.*.tokens.*". It
@@ -35,6 +59,13 @@ type segment struct {
 // dot) and more than MaxSegments segments. A segment that is exactly "*"
 // is a wildcard; there is no escape, so a member named "*" or containing
 // a dot cannot be named (as with {json.<path>}).
+//
+// A wildcard may carry a filter, "*[<member>=<value>|<value>...]" or
+// "*[<member>!=<value>|...]": it visits only the elements that are
+// objects whose member renders (as {json.<path>} renders it, a missing
+// or null member as "") as one of the values, or, with "!=", as none of
+// them. "notifications.*[platform!=1].topic" reads the topic of every
+// notification but iOS ones. A value cannot hold a dot or "|".
 func ParsePath(s string) (*Path, error) {
 	if s == "" {
 		return nil, errors.New("empty path")
@@ -48,6 +79,13 @@ func ParsePath(s string) (*Path, error) {
 			return nil, fmt.Errorf("path %q: more than %d segments", s, MaxSegments)
 		}
 		seg := segment{name: name, index: -1, wild: name == "*"}
+		if strings.HasPrefix(name, "*[") {
+			f, err := parseFilter(name)
+			if err != nil {
+				return nil, fmt.Errorf("path %q: %w", s, err)
+			}
+			seg = segment{name: "*", index: -1, wild: true, filter: f}
+		}
 		if seg.wild {
 			p.wild = append(p.wild, len(p.segs))
 		} else if n, err := strconv.Atoi(name); err == nil && n >= 0 {

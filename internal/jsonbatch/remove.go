@@ -42,6 +42,11 @@ type Removal struct {
 // An entry without indices (a path without wildcards naming one value)
 // has no element to remove: dropping it leaves Body unchanged and, as it
 // is the batch's only entry, sets NothingLeft.
+//
+// A path with alternatives or a reader removes as removeEach says: a
+// dropped entry that is no element goes as its member ("to" out of a
+// gorush notification), and an element goes once no alternative keeps
+// an entry in it.
 func (b *Batch) Remove(drop []int) (Removal, error) {
 	out, err := b.remove(drop)
 	if err == nil {
@@ -58,6 +63,9 @@ func (b *Batch) remove(drop []int) (Removal, error) {
 		if i < 0 || i >= len(b.Entries) {
 			return Removal{}, fmt.Errorf("removing entry %d of %d: no such entry", i, len(b.Entries))
 		}
+	}
+	if (len(b.Path.alts) > 0 || b.Path.reader != nil) && len(ds) > 0 {
+		return b.removeEach(ds)
 	}
 	out := Removal{Body: b.Doc, NothingLeft: len(ds) == len(b.Entries) && len(ds) > 0}
 	for _, i := range ds {

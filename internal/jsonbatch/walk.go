@@ -86,6 +86,9 @@ func (w *walker) from(pos, si int) bool {
 				if !ok {
 					break
 				}
+				if s.filter != nil && !s.filter.admits(doc, start) {
+					continue
+				}
 				w.idx, w.pos = append(w.idx[:n], k), append(w.pos[:n], start)
 				if !w.from(start, si+1) {
 					return false

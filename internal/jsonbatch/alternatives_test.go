@@ -1,0 +1,323 @@
+package jsonbatch
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// altPath builds the alternatives of paths (each "fcm_topics:" prefixed
+// one read by FCMTopics).
+func altPath(t testing.TB, paths ...string) *Path {
+	t.Helper()
+	var ps []*Path
+	for _, s := range paths {
+		if rest, ok := strings.CutPrefix(s, "fcm_topics:"); ok {
+			ps = append(ps, mustPath(t, rest).WithReader(FCMTopics))
+			continue
+		}
+		ps = append(ps, mustPath(t, s))
+	}
+	p, err := Alternatives(ps...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// gorushAlts are gorush's address fields as the example reads them.
+var gorushAlts = []string{
+	"notifications.*.tokens.*",
+	"notifications.*.to",
+	"notifications.*[platform!=1].topic",
+	"fcm_topics:notifications.*[platform!=1].condition",
+}
+
+func TestAlternativesEnumerate(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc string
+		paths     []string
+		want      []string
+	}{
+		{
+			name:  "tokens and to, in body order",
+			paths: gorushAlts,
+			doc:   `{"notifications":[{"to":"z","tokens":["a","b"],"platform":2},{"tokens":["c"],"platform":1}]}`,
+			want: []string{
+				`notifications.0.to [0] "z" -> string:z`,
+				`notifications.0.tokens.0 [0 0] "a" -> string:a`,
+				`notifications.0.tokens.1 [0 1] "b" -> string:b`,
+				`notifications.1.tokens.0 [1 0] "c" -> string:c`,
+			},
+		},
+		{
+			name:  "to alone, tokens null or empty, Go's zero values",
+			paths: gorushAlts,
+			doc:   `{"notifications":[{"tokens":null,"to":"z","platform":2,"topic":"","condition":""},{"tokens":[],"to":"y","platform":2}]}`,
+			want: []string{
+				`notifications.0.to [0] "z" -> string:z`,
+				`notifications.1.to [1] "y" -> string:y`,
+			},
+		},
+		{
+			name:  "an Android topic and condition are entries, an iOS topic is not",
+			paths: gorushAlts,
+			doc: `{"notifications":[{"tokens":["a"],"platform":2,"topic":"news","condition":"'x' in topics || ('y' in topics && !('x' in topics))"},` +
+				`{"tokens":["b"],"platform":1,"topic":"com.example.app"},{"platform":3,"topic":"deals"}]}`,
+			want: []string{
+				`notifications.0.tokens.0 [0 0] "a" -> string:a`,
+				`notifications.0.topic [0] "news" -> string:news`,
+				`notifications.0.condition [0] "'x' in topics || ('y' in topics && !('x' in topics))" -> string:x`,
+				`notifications.0.condition [0] "'x' in topics || ('y' in topics && !('x' in topics))" -> string:y`,
+				`notifications.1.tokens.0 [1 0] "b" -> string:b`,
+				`notifications.2.topic [2] "deals" -> string:deals`,
+			},
+		},
+		{
+			name:  "a notification that names nobody is one miss",
+			paths: gorushAlts,
+			doc:   `{"notifications":[{"tokens":["a"],"platform":2},{"platform":1,"topic":"com.example.app","to":""}]}`,
+			want: []string{
+				`notifications.0.tokens.0 [0 0] "a" -> string:a`,
+				`missing notifications.1.tokens.* [1]`,
+			},
+		},
+		{
+			name:  "an empty token is missing, beside a to",
+			paths: gorushAlts,
+			doc:   `{"notifications":[{"tokens":["",null],"to":"z","platform":2}]}`,
+			want: []string{
+				`notifications.0.to [0] "z" -> string:z`,
+				`missing notifications.0.tokens.0 [0 0]`,
+				`missing notifications.0.tokens.1 [0 1]`,
+			},
+		},
+		{
+			name:  "FCM v1: token, topic or condition, no wildcard",
+			paths: []string{"message.token", "message.topic", "fcm_topics:message.condition"},
+			doc:   `{"message":{"condition":"\"b\" in topics&&'a' in topics","notification":{"body":"x"}}}`,
+			want: []string{
+				`message.condition [] "\"b\" in topics&&'a' in topics" -> string:b`,
+				`message.condition [] "\"b\" in topics&&'a' in topics" -> string:a`,
+			},
+		},
+		{
+			name:  "FCM v1: none of them",
+			paths: []string{"message.token", "message.topic", "fcm_topics:message.condition"},
+			doc:   `{"message":{"token":"","notification":{"body":"x"}}}`,
+			want:  []string{`missing message.token []`},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := Valid([]byte(tc.doc)); err != nil {
+				t.Fatal(err)
+			}
+			b, err := altPath(t, tc.paths...).Enumerate([]byte(tc.doc), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := describe(b); !slices.Equal(got, tc.want) {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestAlternativesErrors(t *testing.T) {
+	p := altPath(t, gorushAlts...)
+	for _, tc := range []struct{ doc, want string }{
+		{`{"notifications":[{"platform":2,"condition":"'a' in topic"}]}`, `notifications.0.condition: topic condition "'a' in topic": expected in topics`},
+		{`{"notifications":[{"platform":2,"condition":7}]}`, `notifications.0.condition is a number where fcm_topics reads a string`},
+	} {
+		_, err := p.Enumerate([]byte(tc.doc), 0)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.doc, err, tc.want)
+		}
+	}
+	// The topics of a condition count toward the maximum.
+	cond := strings.Repeat("'a' in topics || ", 0)
+	for i := range 5 {
+		cond += "'t" + string(rune('0'+i)) + "' in topics || "
+	}
+	cond += "'z' in topics"
+	doc, _ := json.Marshal(map[string]any{"message": map[string]any{"condition": cond}})
+	fcm := altPath(t, "message.token", "fcm_topics:message.condition")
+	if _, err := fcm.Enumerate(doc, 3); !errors.Is(err, ErrTooMany) {
+		t.Errorf("6 topics under a maximum of 3: got %v, want ErrTooMany", err)
+	}
+	for _, bad := range [][]string{{"a.*", "a.*"}} {
+		if _, err := Alternatives(mustPath(t, bad[0]), mustPath(t, bad[1])); err == nil {
+			t.Errorf("Alternatives(%q): no error", bad)
+		}
+	}
+	if _, err := ParsePath("notifications.*[platform].topic"); err == nil {
+		t.Error("a filter without = parsed")
+	}
+	if err := p.CheckDimension(mustPath(t, "notifications.*.message")); err != nil {
+		t.Errorf("the message of each notification: %v", err)
+	}
+	if err := p.CheckDimension(mustPath(t, "notifications.*.tokens.*")); err == nil {
+		t.Error("a per-entry dimension deeper than the to alternative passed")
+	}
+}
+
+func TestAlternativesRemove(t *testing.T) {
+	const doc = `{"notifications": [
+ {"tokens": ["a", "b"], "to": "z", "platform": 2, "message": "m"},
+ {"tokens": [], "to": "y", "platform": 2},
+ {"to": "x", "platform": 2, "topic": "news", "condition": "'p' in topics || 'q' in topics"}
+]}`
+	p := altPath(t, gorushAlts...)
+	for _, tc := range []struct {
+		name        string
+		drop        []string
+		want        string
+		nothingLeft bool
+	}{
+		{
+			name: "a to beside tokens: the member goes",
+			drop: []string{"notifications.0.to"},
+			want: `{"notifications": [
+ {"tokens": ["a", "b"], "platform": 2, "message": "m"},
+ {"tokens": [], "to": "y", "platform": 2},
+ {"to": "x", "platform": 2, "topic": "news", "condition": "'p' in topics || 'q' in topics"}
+]}`,
+		},
+		{
+			name: "every token, the to kept: tokens left empty",
+			drop: []string{"notifications.0.tokens.0", "notifications.0.tokens.1"},
+			want: `{"notifications": [
+ {"tokens": [], "to": "z", "platform": 2, "message": "m"},
+ {"tokens": [], "to": "y", "platform": 2},
+ {"to": "x", "platform": 2, "topic": "news", "condition": "'p' in topics || 'q' in topics"}
+]}`,
+		},
+		{
+			name: "tokens and to: the notification goes",
+			drop: []string{"notifications.0.tokens.0", "notifications.0.tokens.1", "notifications.0.to"},
+			want: `{"notifications": [
+ {"tokens": [], "to": "y", "platform": 2},
+ {"to": "x", "platform": 2, "topic": "news", "condition": "'p' in topics || 'q' in topics"}
+]}`,
+		},
+		{
+			name: "the only to of empty tokens: the notification goes",
+			drop: []string{"notifications.1.to"},
+			want: `{"notifications": [
+ {"tokens": ["a", "b"], "to": "z", "platform": 2, "message": "m"},
+ {"to": "x", "platform": 2, "topic": "news", "condition": "'p' in topics || 'q' in topics"}
+]}`,
+		},
+		{
+			name: "one topic of a condition: the condition goes, the rest stays",
+			drop: []string{"notifications.2.condition", "notifications.2.to"},
+			want: `{"notifications": [
+ {"tokens": ["a", "b"], "to": "z", "platform": 2, "message": "m"},
+ {"tokens": [], "to": "y", "platform": 2},
+ {"platform": 2, "topic": "news"}
+]}`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := p.Enumerate([]byte(doc), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ds []int
+			for _, path := range tc.drop {
+				ds = append(ds, entryIndex(t, b, path))
+			}
+			r, err := b.Remove(ds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(r.Body) != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", r.Body, tc.want)
+			}
+			if !json.Valid(r.Body) {
+				t.Errorf("not valid JSON: %s", r.Body)
+			}
+			if r.NothingLeft != tc.nothingLeft {
+				t.Errorf("NothingLeft %v", r.NothingLeft)
+			}
+		})
+	}
+	// Everything: nothing left.
+	b, err := p.Enumerate([]byte(doc), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := make([]int, len(b.Entries))
+	for i := range all {
+		all[i] = i
+	}
+	r, err := b.Remove(all)
+	if err != nil || !r.NothingLeft || string(r.Body) != `{"notifications": []}` {
+		t.Errorf("dropping all: %s, %v, %v", r.Body, r.NothingLeft, err)
+	}
+}
+
+func TestFCMConditionTopics(t *testing.T) {
+	for _, tc := range []struct {
+		cond string
+		want []string
+		err  string
+	}{
+		{cond: "'a' in topics", want: []string{"a"}},
+		{cond: `"a" in topics`, want: []string{"a"}},
+		{cond: "'a' in topics && ('b' in topics || 'c' in topics)", want: []string{"a", "b", "c"}},
+		{cond: "  ( ( 'c' in topics||'b' in topics ) &&'a'  in\ttopics )  ", want: []string{"c", "b", "a"}},
+		{cond: "!('a' in topics) && !!'b-_.~%9' in topics", want: []string{"a", "b-_.~%9"}},
+		{cond: "'a' in topics || 'a' in topics", want: []string{"a"}},
+		{cond: "", err: "empty topic condition"},
+		{cond: "   ", err: "expected a topic"},
+		{cond: "'a' in topics &&", err: "at its end"},
+		{cond: "'a' in topics & 'b' in topics", err: "expected &&, || or the end at offset 14"},
+		{cond: "'a b' in topics", err: "topic name"},
+		{cond: "'a\" in topics", err: "closing quote"},
+		{cond: "'a' intopics", err: "in topics"},
+		{cond: "'a' in topicsx", err: "in topics"},
+		{cond: "'a' in topics)", err: "expected &&, || or the end"},
+		{cond: "('a' in topics", err: "expected )"},
+		{cond: "a in topics", err: "expected a topic"},
+		{cond: strings.Repeat("(", 40) + "'a' in topics" + strings.Repeat(")", 40), err: "deeper than"},
+		{cond: strings.Repeat("!", 40) + "'a' in topics", err: "deeper than"},
+	} {
+		got, err := FCMConditionTopics(tc.cond)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q: got %v, %v; want error %q", tc.cond, got, err, tc.err)
+		case tc.err == "" && (err != nil || !slices.Equal(got, tc.want)):
+			t.Errorf("%q: got %q, %v; want %q", tc.cond, got, err, tc.want)
+		}
+	}
+}
+
+// FuzzFCMCondition holds FCMConditionTopics to never panicking, and to
+// naming only well-formed topics that the condition spells.
+func FuzzFCMCondition(f *testing.F) {
+	for _, s := range []string{"'a' in topics", "'a' in topics && ('b' in topics || !('c' in topics))", `"x" in topics||"y" in topics`, "((", "'a' in", "!"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, cond string) {
+		topics, err := FCMConditionTopics(cond)
+		if err != nil {
+			return
+		}
+		if len(topics) == 0 {
+			t.Fatalf("%q: no error and no topic", cond)
+		}
+		for _, tp := range topics {
+			if tp == "" || !strings.Contains(cond, tp) {
+				t.Fatalf("%q: topic %q", cond, tp)
+			}
+			for i := 0; i < len(tp); i++ {
+				if !isTopicByte(tp[i]) {
+					t.Fatalf("%q: topic %q", cond, tp)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,190 @@
+package jsonbatch
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Reader reads one value a path names as several: each is an entry of
+// its own, at the value's place (see Path.WithReader).
+type Reader struct {
+	// Name is how a config names the reader ("fcm_topics").
+	Name string
+	Read func(text string) ([]string, error)
+}
+
+// FCMTopics reads an FCM topic condition as the topics it names (see
+// FCMConditionTopics).
+var FCMTopics = &Reader{Name: "fcm_topics", Read: FCMConditionTopics}
+
+// WithReader returns p whose every value is read by r.
+func (p *Path) WithReader(r *Reader) *Path {
+	q := *p
+	q.reader = r
+	return &q
+}
+
+// maxConditionDepth bounds the nesting of a condition's parentheses and
+// negations, so that a hostile one costs no deep stack (FCM itself takes
+// five topics at most).
+const maxConditionDepth = 32
+
+// FCMConditionTopics returns the topics that an FCM message's condition
+// names, each once, in the order they first appear: "'a' in topics &&
+// ('b' in topics || 'c' in topics)" names a, b and c. The grammar is
+// FCM's:
+//
+//	cond  = or
+//	or    = and *( "||" and )
+//	and   = not *( "&&" not )
+//	not   = "!" not / "(" or ")" / topic "in" "topics"
+//	topic = "'" name "'" / DQUOTE name DQUOTE
+//	name  = 1*( ALPHA / DIGIT / "-" / "_" / "." / "~" / "%" )
+//
+// with spaces, tabs and line breaks allowed between the parts. Anything
+// else is an error that says where it is, so that no spelling of a
+// condition passes without its topics counted: the same topics respelled
+// (other quotes, spaces, order or parentheses) are the same topics.
+func FCMConditionTopics(cond string) ([]string, error) {
+	c := condParser{s: cond}
+	c.or(0)
+	if c.err == nil {
+		c.space()
+		if c.i < len(c.s) {
+			c.fail("&&, || or the end")
+		}
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c.topics, nil
+}
+
+var errEmptyCondition = errors.New("empty topic condition")
+
+// condParser is one recursive-descent parse of a condition.
+type condParser struct {
+	s      string
+	i      int
+	topics []string
+	err    error
+}
+
+func (c *condParser) fail(want string) {
+	if c.err != nil {
+		return
+	}
+	if c.i >= len(c.s) {
+		c.err = fmt.Errorf("topic condition %q: expected %s at its end", c.s, want)
+		return
+	}
+	c.err = fmt.Errorf("topic condition %q: expected %s at offset %d", c.s, want, c.i)
+}
+
+func (c *condParser) space() {
+	for c.i < len(c.s) && (c.s[c.i] == ' ' || c.s[c.i] == '\t' || c.s[c.i] == '\n' || c.s[c.i] == '\r') {
+		c.i++
+	}
+}
+
+// op consumes the two-byte operator tok after spaces, if it is next.
+func (c *condParser) op(tok string) bool {
+	c.space()
+	if len(c.s)-c.i >= len(tok) && c.s[c.i:c.i+len(tok)] == tok {
+		c.i += len(tok)
+		return true
+	}
+	return false
+}
+
+func (c *condParser) or(depth int) {
+	for c.and(depth); c.err == nil && c.op("||"); {
+		c.and(depth)
+	}
+}
+
+func (c *condParser) and(depth int) {
+	for c.not(depth); c.err == nil && c.op("&&"); {
+		c.not(depth)
+	}
+}
+
+func (c *condParser) not(depth int) {
+	if depth > maxConditionDepth {
+		c.err = fmt.Errorf("topic condition nests deeper than %d", maxConditionDepth)
+		return
+	}
+	c.space()
+	if c.i >= len(c.s) {
+		if len(c.s) == 0 {
+			c.err = errEmptyCondition
+			return
+		}
+		c.fail("a topic, ! or (")
+		return
+	}
+	switch c.s[c.i] {
+	case '!':
+		c.i++
+		c.not(depth + 1)
+	case '(':
+		c.i++
+		c.or(depth + 1)
+		if c.err == nil && !c.op(")") {
+			c.fail(")")
+		}
+	case '\'', '"':
+		c.topic()
+	default:
+		c.fail("a topic, ! or (")
+	}
+}
+
+// topic reads "'name' in topics".
+func (c *condParser) topic() {
+	q := c.s[c.i]
+	c.i++
+	start := c.i
+	for c.i < len(c.s) && isTopicByte(c.s[c.i]) {
+		c.i++
+	}
+	if c.i == start || c.i >= len(c.s) || c.s[c.i] != q {
+		c.fail("a topic name ([a-zA-Z0-9-_.~%]+) and its closing quote")
+		return
+	}
+	name := c.s[start:c.i]
+	c.i++
+	if !c.word("in", true) || !c.word("topics", false) {
+		c.fail("in topics")
+		return
+	}
+	if !slices.Contains(c.topics, name) {
+		c.topics = append(c.topics, name)
+	}
+}
+
+// word consumes w after optional spaces; with sep, it must be followed by
+// a space (as "in" is, before "topics"); either way not by a name byte.
+func (c *condParser) word(w string, sep bool) bool {
+	c.space()
+	if len(c.s)-c.i < len(w) || c.s[c.i:c.i+len(w)] != w {
+		return false
+	}
+	j := c.i + len(w)
+	if j < len(c.s) && isTopicByte(c.s[j]) {
+		return false
+	}
+	if sep && (j >= len(c.s) || (c.s[j] != ' ' && c.s[j] != '\t' && c.s[j] != '\n' && c.s[j] != '\r')) {
+		return false
+	}
+	c.i = j
+	return true
+}
+
+// isTopicByte reports whether b may be part of a topic name: FCM's
+// [a-zA-Z0-9-_.~%].
+func isTopicByte(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
+		b == '-' || b == '_' || b == '.' || b == '~' || b == '%'
+}
