@@ -321,3 +321,7 @@ func FuzzFCMCondition(f *testing.F) {
 		}
 	})
 }
+
+// hasFilter reports whether a path has a filtered wildcard ("*[...]"),
+// which the fuzz targets' reference walks read as a member name.
+func hasFilter(path string) bool { return strings.Contains(path, "*[") }

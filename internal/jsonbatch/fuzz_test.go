@@ -35,8 +35,8 @@ func FuzzEnumerate(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, doc []byte, path, other string) {
 		p, err := ParsePath(path)
-		if err != nil {
-			return
+		if err != nil || hasFilter(path) {
+			return // the reference walks know no wildcard filter
 		}
 		q, qerr := ParsePath(other)
 		b, err := p.Enumerate(doc, 1<<20)
@@ -125,8 +125,8 @@ func FuzzRemove(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, doc []byte, path string, seed uint64) {
 		p, err := ParsePath(path)
-		if err != nil {
-			return
+		if err != nil || hasFilter(path) {
+			return // the reference walks know no wildcard filter
 		}
 		b, err := p.Enumerate(doc, 1<<20)
 		if err != nil {
