@@ -75,7 +75,10 @@ type firebaseResult struct {
 // the results and every name the process looked up.
 type firebaseOutput[R any] struct {
 	nodeOutput[R]
-	Lookups []struct {
+	// The SDKs node-pushnotifications sends with.
+	FirebaseAdmin string `json:"firebaseAdmin"`
+	NodeAPN       string `json:"nodeAPN"`
+	Lookups       []struct {
 		Hostname string  `json:"hostname"`
 		Address  *string `json:"address"`
 	} `json:"lookups"`
