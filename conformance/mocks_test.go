@@ -79,6 +79,8 @@ func TestMocks(t *testing.T) {
 		{"fcm without token", &conformance.FCM{}, "POST", "/v1/projects/p/messages:send", nil, `{"message":{"token":"t"}}`, 401, `"status":"UNAUTHENTICATED"`},
 		{"webpush without TTL", &conformance.WebPush{}, "POST", conformance.WebPushPrefix + "s", nil, ``, 400, `TTL`},
 		{"apns without provider token", &conformance.APNs{}, "POST", "/3/device/abcd", nil, `{"aps":{}}`, 403, `{"reason":"MissingProviderToken"}`},
+		{"gorush without notifications", &conformance.Gorush{}, "POST", conformance.GorushPushPath, nil, `{}`, 400, `{"code":400,"message":"Missing notifications field."}`},
+		{"gorush with none", &conformance.Gorush{}, "POST", conformance.GorushPushPath, nil, `{"notifications":[]}`, 400, `{"code":400,"message":"Notifications field is empty."}`},
 	}
 	for _, r := range refusals {
 		res, body := do(r.h, r.method, r.path, r.header, []byte(r.body))
