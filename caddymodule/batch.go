@@ -34,7 +34,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 	h.metrics.batchEntries.Observe(float64(len(b.Entries)))
 	if len(b.Missing) > 0 {
 		h.metrics.missing[bc.dim].Inc()
-		if h.OnMissing == OnMissingReject {
+		if h.rejectsMissing(bc.dim) {
 			undecided(repl)
 			name := h.dims[bc.dim].Name
 			return h.fail(w, r, missingEntry(name, h.dims[bc.dim].Expr, b.Missing[0]))

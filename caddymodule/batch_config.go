@@ -48,7 +48,7 @@ func (h *Handler) compileBatch() error {
 	var bc *batchConfig
 	paths := make([]*jsonbatch.Path, len(h.dims))
 	for i, d := range h.dims {
-		p, err := wildcardPath(d.Expr)
+		p, err := h.dimBatchPath(d.Name)
 		if err != nil {
 			return fmt.Errorf("dimension %s: %w", d.Name, err)
 		}
@@ -202,10 +202,11 @@ func wildcardPath(expr string) (*jsonbatch.Path, error) {
 	}
 }
 
-// hasWildcard reports whether a dotted path has a segment that is "*".
+// hasWildcard reports whether a dotted path has a segment that is "*",
+// or a filtered wildcard "*[...]".
 func hasWildcard(path string) bool {
 	for seg := range strings.SplitSeq(path, ".") {
-		if seg == "*" {
+		if seg == "*" || strings.HasPrefix(seg, "*[") {
 			return true
 		}
 	}

@@ -199,7 +199,7 @@ func (h *Handler) checkMissing(b *jsonbatch.Batch, di int, t *entryText) *reply.
 		return nil
 	}
 	h.metrics.missing[di].Inc()
-	if h.OnMissing != OnMissingReject {
+	if !h.rejectsMissing(di) {
 		return nil
 	}
 	name := h.dims[di].Name

@@ -71,7 +71,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    }]
 //	    key_prefix  <prefix>
 //	    on_error    allow|deny|local [<divisor>]
-//	    on_missing  reject|skip
+//	    on_missing  reject|skip [<dimension>...]
 //	    exempt      <placeholder> <value>...
 //	    refund_on   <class-or-code>...
 //	    dry_run
@@ -80,7 +80,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    status_code <code>
 //	    answer      problem|apns|fcm|sendgrid|twilio|webpush|expo|gorush
 //	    log_values
-//	    dimension   <name> <placeholder>
+//	    dimension   <name> <placeholder> [<placeholder>...]
 //	    batch       reject|drop
 //	    max_batch   <n>
 //	    splice      expo
@@ -151,7 +151,23 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.Exempt = &ExemptConfig{Placeholder: args[0], Values: args[1:]}
 		case "on_missing":
-			h.OnMissing, err = oneOf(d, OnMissingReject, OnMissingSkip)
+			args := d.RemainingArgs()
+			switch {
+			case len(args) == 0:
+				err = d.ArgErr()
+			case args[0] != OnMissingReject && args[0] != OnMissingSkip:
+				err = d.Errf("on_missing must be %s or %s, not %q", OnMissingReject, OnMissingSkip, args[0])
+			case len(args) == 1:
+				h.OnMissing = args[0]
+			case args[0] == OnMissingSkip:
+				// Skip for these dimensions, reject for the others.
+				h.SkipMissing = args[1:]
+				for _, name := range h.SkipMissing {
+					unknown = append(unknown, pendingDim{name, d.Errf("on_missing skip: unknown dimension %q", name)})
+				}
+			default:
+				err = d.ArgErr()
+			}
 		case "refund_on":
 			err = h.unmarshalRefundOn(d)
 		case "dry_run":
@@ -198,7 +214,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	for _, u := range unknown {
-		if _, ok := h.Dimensions[u.name]; !ok {
+		if !h.hasDim(u.name) {
 			return u.err
 		}
 	}
@@ -400,22 +416,36 @@ func (h *Handler) unmarshalStatusCode(d *caddyfile.Dispenser) error {
 	return nil
 }
 
+// unmarshalDimension reads "dimension <name> <placeholder>" and, with
+// several placeholders, "dimension <name> <placeholder> <placeholder>...":
+// the alternative body fields of one kind of address (see
+// Handler.DimensionAlternatives).
 func (h *Handler) unmarshalDimension(d *caddyfile.Dispenser) error {
 	args := d.RemainingArgs()
-	if len(args) != 2 {
+	if len(args) < 2 {
 		return d.ArgErr()
 	}
 	name, expr := args[0], args[1]
 	if err := limiter.CheckName(name); err != nil {
 		return d.Errf("dimension %w", err)
 	}
+	if h.hasDim(name) {
+		return d.Errf("dimension %s already declared", name)
+	}
+	if alts := args[1:]; len(alts) > 1 {
+		if _, err := alternativesPath(alts); err != nil {
+			return d.Errf("dimension %s: %v", name, err)
+		}
+		if h.DimensionAlternatives == nil {
+			h.DimensionAlternatives = make(map[string][]string)
+		}
+		h.DimensionAlternatives[name] = alts
+		return nil
+	}
 	if strings.TrimSpace(expr) == "" {
 		return d.Errf("dimension %s: empty expression", name)
 	}
-	if _, dup := h.Dimensions[name]; dup {
-		return d.Errf("dimension %s already declared", name)
-	}
-	if _, err := wildcardPath(expr); err != nil {
+	if _, err := batchPathOf(expr); err != nil {
 		return d.Errf("dimension %s: %v", name, err)
 	}
 	if h.Dimensions == nil {
@@ -466,7 +496,7 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 				return nil, d.Errf("rule %s: %w", rc.Name, err)
 			}
 			for _, dim := range rc.By {
-				if _, ok := h.Dimensions[dim]; !ok {
+				if !h.hasDim(dim) {
 					unknown = append(unknown, pendingDim{dim, ruleErr("unknown dimension " + strconv.Quote(dim) + " (declare it with dimension " + dim + " <placeholder>)")})
 				}
 			}
@@ -724,7 +754,7 @@ func (h *Handler) checkBatchLines(at *batchLines) error {
 				continue
 			}
 			seen[name] = true
-			p, _ := wildcardPath(h.Dimensions[name]) // checked at its line
+			p, _ := h.dimBatchPath(name) // checked at its line
 			line := at.dims[name]
 			switch {
 			case p == nil:

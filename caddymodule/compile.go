@@ -46,6 +46,18 @@ func (h *Handler) compile() error {
 		}
 		names = append(names, name)
 	}
+	for name, alts := range h.DimensionAlternatives {
+		if err := limiter.CheckName(name); err != nil {
+			return fmt.Errorf("dimension %w", err)
+		}
+		if _, dup := h.Dimensions[name]; dup {
+			return fmt.Errorf("dimension %s: declared in dimensions and dimension_alternatives", name)
+		}
+		if _, err := alternativesPath(alts); err != nil {
+			return fmt.Errorf("dimension %s: %w", name, err)
+		}
+		names = append(names, name)
+	}
 	sort.Strings(names)
 
 	used := map[string]int{}
@@ -65,18 +77,30 @@ func (h *Handler) compile() error {
 			return err
 		}
 		for _, d := range rc.By {
-			if _, ok := h.Dimensions[d]; !ok {
+			if !h.hasDim(d) {
 				return fmt.Errorf("rule %s: unknown dimension %q (declare it with dimension %s <placeholder>)", rc.Name, d, d)
 			}
 			idx, ok := used[d]
 			if !ok {
 				idx = len(h.dims)
 				used[d] = idx
-				h.dims = append(h.dims, capset.Dimension{Name: d, Expr: h.Dimensions[d]})
+				h.dims = append(h.dims, capset.Dimension{Name: d, Expr: h.dimExpr(d)})
 			}
 			cr.dims = append(cr.dims, idx)
 		}
 		h.rules = append(h.rules, cr)
+	}
+
+	h.skipDims = make([]bool, len(h.dims))
+	for _, name := range h.SkipMissing {
+		if !h.hasDim(name) {
+			return fmt.Errorf("skip_missing: unknown dimension %q", name)
+		}
+		for i, d := range h.dims {
+			if d.Name == name {
+				h.skipDims[i] = true
+			}
+		}
 	}
 
 	var all []*limiter.Rule

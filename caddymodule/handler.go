@@ -88,6 +88,13 @@ type Handler struct {
 	// leaves out the rules that use it. Default "reject".
 	OnMissing string `json:"on_missing,omitempty"`
 
+	// SkipMissing lists dimensions whose missing value leaves out the
+	// rules that use them, whatever OnMissing says: a message's text, say,
+	// which a data-only push has none of, while a push without a recipient
+	// is still refused. Caddyfile: on_missing skip <dimension>...
+	// Default: none.
+	SkipMissing []string `json:"skip_missing,omitempty"`
+
 	// RefundOn lists the response statuses that give an admitted request's
 	// quota back: classes ("5xx") or codes ("429"). When set, a request
 	// that gets no response at all (the next handler fails) is refunded
@@ -148,6 +155,18 @@ type Handler struct {
 	// letters, digits, '_', '.', '-'.
 	Dimensions map[string]string `json:"dimensions,omitempty"`
 
+	// DimensionAlternatives maps a dimension name to the placeholders of
+	// the alternative body fields an API takes one kind of address in,
+	// two or more: ["{json.notifications.*.tokens.*}",
+	// "{json.notifications.*.to}"]. Each is one {json.<path>} or
+	// {fcm_topics.<path>} placeholder; the dimension's entries are the
+	// values every one of them yields, in body order, and a message is
+	// missing it only when none yields one. Such a dimension is a batch
+	// dimension (see Batch). A name is declared in Dimensions or here,
+	// not both: one expression with spaces in Dimensions is text, as it
+	// always was. Default: none.
+	DimensionAlternatives map[string][]string `json:"dimension_alternatives,omitempty"`
+
 	// Rules are the caps. A request passes only if every rule admits it;
 	// then every rule counts it, atomically.
 	Rules []RuleConfig `json:"rules,omitempty"`
@@ -182,6 +201,7 @@ type Handler struct {
 	// is nil.
 	splicer    *answer.Style
 	dims       []capset.Dimension
+	skipDims   []bool // by index of dims: in SkipMissing
 	rules      []compiledRule
 	batch      *batchConfig // nil unless a dimension has a wildcard path
 	needs      int
@@ -426,7 +446,7 @@ func (h *Handler) request(repl *caddy.Replacer) (*limiter.Request, []quietHit, *
 			continue
 		}
 		h.metrics.missing[i].Inc()
-		if h.OnMissing == OnMissingReject {
+		if h.rejectsMissing(i) {
 			return nil, nil, &reply.Failure{Status: http.StatusBadRequest, Reason: "missing value for dimension " + d.Name, Dimension: d.Name}
 		}
 	}

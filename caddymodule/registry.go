@@ -10,7 +10,7 @@ func (h *Handler) register() *capset.CapSet {
 	usage, reset := newStoreOp(h.Name, opUsage), newStoreOp(h.Name, opReset)
 	cs := &capset.CapSet{
 		Name:         h.Name,
-		Dimensions:   h.Dimensions,
+		Dimensions:   h.declaredDims(),
 		Dims:         h.dims,
 		Rules:        make([]capset.Rule, len(h.rules)),
 		Store:        h.store,

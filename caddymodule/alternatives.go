@@ -1,0 +1,125 @@
+package caddymodule
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
+)
+
+// fcmTopicsPlaceholder reads a body field as an FCM topic condition: one
+// entry per topic it names ({fcm_topics.message.condition}). It is read
+// per entry, as a batch dimension, never by the replacer.
+const fcmTopicsPlaceholder = "fcm_topics"
+
+// hasDim reports whether name is declared, in Dimensions or
+// DimensionAlternatives.
+func (h *Handler) hasDim(name string) bool {
+	if _, ok := h.Dimensions[name]; ok {
+		return true
+	}
+	_, ok := h.DimensionAlternatives[name]
+	return ok
+}
+
+// dimExpr is the expression of a declared dimension: its placeholder, or
+// its alternatives' separated by spaces, as the Caddyfile writes them
+// (for the body needs, answers and the admin API; never replaced as one).
+func (h *Handler) dimExpr(name string) string {
+	if alts, ok := h.DimensionAlternatives[name]; ok {
+		return strings.Join(alts, " ")
+	}
+	return h.Dimensions[name]
+}
+
+// dimBatchPath returns the batch path of a declared dimension: its
+// alternatives', its {fcm_topics.*} field's or its wildcard {json.*}
+// path; nil when it has none of them.
+func (h *Handler) dimBatchPath(name string) (*jsonbatch.Path, error) {
+	if alts, ok := h.DimensionAlternatives[name]; ok {
+		return alternativesPath(alts)
+	}
+	return batchPathOf(h.Dimensions[name])
+}
+
+// alternativesPath checks the alternatives of a dimension and returns
+// their path.
+func alternativesPath(alts []string) (*jsonbatch.Path, error) {
+	if len(alts) < 2 {
+		return nil, fmt.Errorf("alternatives need two placeholders or more (one is a plain dimension)")
+	}
+	paths := make([]*jsonbatch.Path, len(alts))
+	for i, a := range alts {
+		p, ok, err := fieldPath(a)
+		switch {
+		case err != nil:
+			return nil, err
+		case !ok:
+			return nil, fmt.Errorf("alternative %q is not one {json.<path>} or {%s.<path>} placeholder: alternatives are body fields", a, fcmTopicsPlaceholder)
+		}
+		paths[i] = p
+	}
+	return jsonbatch.Alternatives(paths...)
+}
+
+// batchPathOf returns the batch path of a one-expression dimension: an
+// {fcm_topics.*} field's, or a wildcard {json.*} path's; nil for
+// neither.
+func batchPathOf(expr string) (*jsonbatch.Path, error) {
+	if strings.Contains(expr, "{"+fcmTopicsPlaceholder+".") {
+		p, ok, err := fieldPath(expr)
+		if err == nil && !ok {
+			err = fmt.Errorf("%q: an {%s.<path>} placeholder must be the whole expression", expr, fcmTopicsPlaceholder)
+		}
+		return p, err
+	}
+	return wildcardPath(expr)
+}
+
+// fieldPath parses expr when it is exactly one {json.<path>} or
+// {fcm_topics.<path>} placeholder (ok), the latter read by
+// jsonbatch.FCMTopics.
+func fieldPath(expr string) (p *jsonbatch.Path, ok bool, err error) {
+	e := strings.TrimSpace(expr)
+	inner, found := strings.CutSuffix(e, "}")
+	if !found || strings.Count(e, "{") != 1 || strings.Count(e, "}") != 1 {
+		return nil, false, nil
+	}
+	reader := false
+	if rest, ok := strings.CutPrefix(inner, "{json."); ok {
+		inner = rest
+	} else if rest, ok := strings.CutPrefix(inner, "{"+fcmTopicsPlaceholder+"."); ok {
+		inner, reader = rest, true
+	} else {
+		return nil, false, nil
+	}
+	if p, err = jsonbatch.ParsePath(inner); err != nil {
+		return nil, true, fmt.Errorf("%q: %w", expr, err)
+	}
+	if reader {
+		p = p.WithReader(jsonbatch.FCMTopics)
+	}
+	return p, true, nil
+}
+
+// declaredDims maps every declared dimension to its expression (see
+// dimExpr), for the admin API and the console.
+func (h *Handler) declaredDims() map[string]string {
+	if len(h.DimensionAlternatives) == 0 {
+		return h.Dimensions
+	}
+	out := make(map[string]string, len(h.Dimensions)+len(h.DimensionAlternatives))
+	for name, expr := range h.Dimensions {
+		out[name] = expr
+	}
+	for name := range h.DimensionAlternatives {
+		out[name] = h.dimExpr(name)
+	}
+	return out
+}
+
+// rejectsMissing reports whether a missing value of dimension di is a
+// 400: under on_missing reject, unless di is in SkipMissing.
+func (h *Handler) rejectsMissing(di int) bool {
+	return h.OnMissing == OnMissingReject && !h.skipDims[di]
+}
