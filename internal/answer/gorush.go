@@ -3,6 +3,7 @@ package answer
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -148,7 +149,7 @@ func gorushSplice(status int, body []byte, b *jsonbatch.Batch, capped []jsonbatc
 		return body, false
 	}
 	counts, err := strconv.ParseInt(string(members["counts"]), 10, 64)
-	if err != nil || counts < 0 {
+	if err != nil || counts < 0 || counts > math.MaxInt64-int64(len(capped)) {
 		return body, false
 	}
 	raw, found := members["logs"]

@@ -1,6 +1,7 @@
 package answer
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -10,7 +11,7 @@ import (
 )
 
 // gorushBatch enumerates the tokens of a gorush body.
-func gorushBatch(t *testing.T, body string) *jsonbatch.Batch {
+func gorushBatch(t testing.TB, body string) *jsonbatch.Batch {
 	t.Helper()
 	p, err := jsonbatch.ParsePath("notifications.*.tokens.*")
 	if err != nil {
@@ -88,6 +89,7 @@ func TestGorushSplice(t *testing.T) {
 		{"no counts", 200, `{"logs":[],"success":"ok"}`, ""},
 		{"counts not a whole number", 200, `{"counts":1.5,"logs":[],"success":"ok"}`, ""},
 		{"counts negative", 200, `{"counts":-1,"logs":[],"success":"ok"}`, ""},
+		{"counts that would overflow", 200, `{"counts":9223372036854775807,"logs":[],"success":"ok"}`, ""},
 		{"counts a string", 200, `{"counts":"3","logs":[],"success":"ok"}`, ""},
 		{"no logs", 200, `{"counts":3,"success":"ok"}`, ""},
 		{"logs an object", 200, `{"counts":3,"logs":{},"success":"ok"}`, ""},
@@ -124,4 +126,39 @@ func TestGorushFailedOutsideNotifications(t *testing.T) {
 	if got := gorushFailed(b, &jsonbatch.Capped{Position: 5, Rule: "r", RetryAfter: 1}); got.Token != "" {
 		t.Errorf("a position outside the batch: %+v", got)
 	}
+}
+
+// FuzzGorushSplice proves gorushSplice never panics on any upstream
+// answer, returns an answer it cannot rewrite unchanged, and, when it
+// rewrites one, gives valid JSON with the capped token's log appended and
+// counted.
+func FuzzGorushSplice(f *testing.F) {
+	for _, s := range []string{
+		`{"counts":3,"logs":[],"success":"ok"}`, `{"counts":0,"logs":null}`, `{"logs":[{"a":1}],"counts":1,"x":"<&>"}`,
+		`{"counts":1e2,"logs":[]}`, `[]`, `"x"`, `{"counts":1,"logs":[1,`, ``, `{"counts":1,"logs":[],"counts":2}`,
+	} {
+		f.Add(200, []byte(s))
+	}
+	b := gorushBatch(f, gorushBody)
+	capped := []jsonbatch.Capped{{Position: 2, Rule: "r", RetryAfter: 3}}
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		in := append([]byte(nil), body...)
+		out, ok := gorushSplice(status, body, b, capped)
+		if !ok {
+			if string(out) != string(in) {
+				t.Fatalf("not ok, yet changed: %q -> %q", in, out)
+			}
+			return
+		}
+		var before, after struct {
+			Counts int64             `json:"counts"`
+			Logs   []json.RawMessage `json:"logs"`
+		}
+		if json.Unmarshal(in, &before) != nil || json.Unmarshal(out, &after) != nil {
+			t.Fatalf("rewrote %q into %q", in, out)
+		}
+		if after.Counts != before.Counts+1 || len(after.Logs) != len(before.Logs)+1 {
+			t.Fatalf("%q -> %q: counts or logs not one more", in, out)
+		}
+	})
 }
