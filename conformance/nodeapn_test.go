@@ -99,8 +99,7 @@ const nodeAPNRetries = 3
 // device push after push, then 30 pushes to 10 devices in one send (30
 // concurrent streams on the one session): exactly 2 per device sent. The
 // SDK sends a capped push again nodeAPNRetries times, each answered 429
-// too (a denied push is not counted, so the retries do not use up the
-// device's budget); the mock APNs receives exactly the admitted pushes.
+// too; the mock APNs receives exactly the admitted pushes.
 func TestNodeAPN(t *testing.T) {
 	conformance.RequireNode(t)
 	pki := conformance.NewPKI(t)
