@@ -202,7 +202,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"bad status_code", "frequency_cap {\n\tstatus_code 200" + valid + "\n}", `status_code "200"`, 2},
 		{"a log no store could keep", "frequency_cap {\n\tdimension r {json.to}\n\trule big {\n\t\tby r\n\t\tlimit 100000\n\t\twindow 100ms\n\t}\n}", "rule big: beside a window under 10s every record is kept, and a limit of 100000 needs up to 200000 in one log, more than the 65535 a log holds: lower the limit to 32767 or less", 3},
 		{"a bucketed log no store could keep", "frequency_cap {\n\tdimension r {json.to}\n\trule minute {\n\t\tby r\n\t\tlimit 15\n\t\twindow 1m\n\t}\n\trule tier_day {\n\t\tby r\n\t\tlimit {tier} 50\n\t\tcalendar day\n\t}\n}", "rules minute, tier_day (one log: the same dimensions): a limit over 1000 (or a limit placeholder) merges records into buckets of 10ms", 3},
-		{"unknown answer style", "frequency_cap {\n\tanswer gcm" + valid + "\n}", `answer must be apns or expo or fcm or problem or sendgrid or twilio or webpush, not "gcm"`, 2},
+		{"unknown answer style", "frequency_cap {\n\tanswer gcm" + valid + "\n}", `answer must be apns or expo or fcm or gorush or problem or sendgrid or twilio or webpush, not "gcm"`, 2},
 		{"status_code with a provider's style", "frequency_cap {\n\tanswer apns\n\tstatus_code 503" + valid + "\n}", "status_code applies to answer problem only: answer apns denies with its provider's own status", 3},
 		{"dry_run with argument", "frequency_cap {\n\tdry_run yes" + valid + "\n}", "wrong argument count", 2},
 		{"unknown redis subdirective", "frequency_cap {\n\tredis {\n\t\tnodes a:1\n\t}" + valid + "\n}", `unrecognized redis subdirective "nodes"`, 3},
