@@ -30,7 +30,7 @@ func TestBuildListsEveryModule(t *testing.T) {
 	for _, line := range strings.Split(string(out), "\n") {
 		listed[strings.TrimSpace(line)] = true
 	}
-	for _, id := range []string{"http.handlers.frequency_cap", "http.handlers.frequency_cap_console", "admin.api.frequency_cap"} {
+	for _, id := range []string{"http.handlers.frequency_cap", "http.handlers.frequency_cap_console", "admin.api.frequency_cap", "caddy.listeners.h2_scheme"} {
 		if !listed[id] {
 			t.Errorf("caddy list-modules does not list %s:\n%s", id, out)
 		}
