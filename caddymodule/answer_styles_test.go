@@ -24,6 +24,9 @@ func TestAnswerStylesThroughCaddy(t *testing.T) {
 		"twilio":   {`{"code":20429,`, `{"code":20422,`},
 		"webpush":  {`{"code":429,"error":"Too Many Requests"`, `{"code":400,"error":"Bad Request"`},
 		"expo":     {`{"data":{"status":"error"`, `{"errors":[{"code":"VALIDATION_ERROR"`},
+		// Not a batch: no token to log, so gorush's error shape (a
+		// batch is TestAnswerGorush's).
+		"gorush": {`{"code":429,"message":"rule minute allows 1 per 1m0s`, `{"code":400,"message":"request body is not valid JSON`},
 	}
 	for style := range styles {
 		fmt.Fprintf(&sites, `
