@@ -34,7 +34,6 @@ type batchConfig struct {
 	// each entry's row of dimension values (see batchRequests).
 	rowSpan [][2]int
 	drop    bool
-	splice  bool
 	max     int
 }
 
@@ -128,7 +127,7 @@ func (h *Handler) compileBatch() error {
 	case h.Splice != "" && h.Batch != BatchDrop:
 		return fmt.Errorf("splice %s needs batch drop (only dropped recipients are spliced back)", h.Splice)
 	}
-	bc.drop, bc.splice, bc.max = h.Batch == BatchDrop, h.Splice != "", h.MaxBatch
+	bc.drop, bc.max = h.Batch == BatchDrop, h.MaxBatch
 	h.batch = bc
 	return nil
 }
