@@ -20,7 +20,7 @@ import (
 // one value per entry.
 func (p *Path) CheckDimension(other *Path) error {
 	if len(other.alts) > 0 || other.reader != nil || len(other.FilterPaths()) > 0 {
-		return fmt.Errorf("%q names several values or filters its elements: only the batch dimension may", other.text)
+		return fmt.Errorf("%q reads alternatives, a reader or a filtered wildcard, which only the batch dimension %q may: one value per entry is read from each other dimension", other.text, p.text)
 	}
 	if len(p.alts) > 0 {
 		for _, a := range p.alts {
