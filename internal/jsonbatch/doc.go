@@ -1,7 +1,8 @@
 // Package jsonbatch reads and rewrites the JSON bodies of multi-recipient
-// push requests: Expo's message arrays, gorush
-// notifications, OneSignal's include_subscription_ids, SendGrid
-// personalizations, FCM's registration_ids.
+// push requests: Expo's message arrays, gorush notifications (tokens, to,
+// topics and conditions, as Alternatives), OneSignal's
+// include_subscription_ids, SendGrid personalizations, and the topics of
+// an FCM HTTP v1 condition (FCMConditionTopics).
 //
 // A wildcard path such as notifications.*.tokens.* names the batch's
 // recipient entries; Path.Enumerate lists them in body order, each with
