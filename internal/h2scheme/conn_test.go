@@ -10,6 +10,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/freqcap/caddy-freqcap/internal/h2raw"
 )
 
 // TestSchemeWithColonIsServed proves the problem and the fix: Go's HTTP/2
@@ -20,17 +22,17 @@ func TestSchemeWithColonIsServed(t *testing.T) {
 	body := []byte(`{"message":{"token":"t1"}}`)
 	const path = "/v1/projects/p/messages:send"
 
-	bare := dialRaw(t, dial(t, serveH2(t, false, Options{}, echo)))
-	if r := bare.send(request("https:", path, "content-type", "application/json"), body, 0); r.reset != http2.ErrCodeProtocol {
+	bare := h2raw.New(t, dial(t, serveH2(t, false, Options{}, echo)))
+	if r := bare.Send(h2raw.Request("https:", path, "content-type", "application/json"), body, 0); r.Reset != http2.ErrCodeProtocol {
 		t.Fatalf("without the wrapper: got %+v, want the stream reset with PROTOCOL_ERROR", r)
 	}
 
-	c := dialRaw(t, dial(t, serveH2(t, true, Options{}, echo)))
+	c := h2raw.New(t, dial(t, serveH2(t, true, Options{}, echo)))
 	for i, scheme := range []string{"https", "https:", "https:", "http:", "https"} {
-		fields := request(scheme, path, "content-type", "application/json", "x-n", fmt.Sprint(i))
-		r := c.send(fields, body, 0)
-		if r.status != "200" || string(r.body) != expected(fields, len(body)) {
-			t.Fatalf("request %d (%q): status %q reset %v, body\n%s\nwant\n%s", i, scheme, r.status, r.reset, r.body, expected(fields, len(body)))
+		fields := h2raw.Request(scheme, path, "content-type", "application/json", "x-n", fmt.Sprint(i))
+		r := c.Send(fields, body, 0)
+		if r.Status != "200" || string(r.Body) != expected(fields, len(body)) {
+			t.Fatalf("request %d (%q): status %q reset %v, body\n%s\nwant\n%s", i, scheme, r.Status, r.Reset, r.Body, expected(fields, len(body)))
 		}
 	}
 }
@@ -38,9 +40,9 @@ func TestSchemeWithColonIsServed(t *testing.T) {
 // TestOtherSchemesStayRefused proves the wrapper fixes only the trailing
 // colon: any other scheme Go refuses is still refused.
 func TestOtherSchemesStayRefused(t *testing.T) {
-	c := dialRaw(t, dial(t, serveH2(t, true, Options{}, echo)))
+	c := h2raw.New(t, dial(t, serveH2(t, true, Options{}, echo)))
 	for _, scheme := range []string{"https::", "HTTPS:", "ftp:", "", ":"} {
-		if r := c.send(request(scheme, "/"), nil, 0); r.reset != http2.ErrCodeProtocol {
+		if r := c.Send(h2raw.Request(scheme, "/"), nil, 0); r.Reset != http2.ErrCodeProtocol {
 			t.Errorf("scheme %q: got %+v, want PROTOCOL_ERROR", scheme, r)
 		}
 	}
@@ -58,7 +60,7 @@ func TestOtherSchemesStayRefused(t *testing.T) {
 // the client's or the server's would decode a wrong field from then on.
 func TestLongConnectionKeepsTablesInStep(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	c := dialRaw(t, dial(t, serveH2(t, true, Options{}, echo)))
+	c := h2raw.New(t, dial(t, serveH2(t, true, Options{}, echo)))
 	var pool []hpack.HeaderField
 	for i := 0; i < 200; i++ {
 		pool = append(pool, hpack.HeaderField{
@@ -71,7 +73,7 @@ func TestLongConnectionKeepsTablesInStep(t *testing.T) {
 		if i >= 50 && rng.IntN(3) > 0 {
 			scheme = "https:"
 		}
-		fields := request(scheme, fmt.Sprintf("/v1/projects/p/messages:send?n=%d", i))
+		fields := h2raw.Request(scheme, fmt.Sprintf("/v1/projects/p/messages:send?n=%d", i))
 		for n := rng.IntN(40); n > 0; n-- {
 			f := pool[rng.IntN(len(pool))]
 			f.Sensitive = rng.IntN(8) == 0
@@ -79,24 +81,24 @@ func TestLongConnectionKeepsTablesInStep(t *testing.T) {
 		}
 		switch i {
 		case 20: // a smaller table when the first fix comes (request 50)
-			c.enc.SetMaxDynamicTableSize(256)
+			c.Enc.SetMaxDynamicTableSize(256)
 		case 100:
-			c.enc.SetMaxDynamicTableSize(4096)
+			c.Enc.SetMaxDynamicTableSize(4096)
 		case 200:
-			c.enc.SetMaxDynamicTableSize(512)
+			c.Enc.SetMaxDynamicTableSize(512)
 		case 300:
-			c.enc.SetMaxDynamicTableSize(0)
+			c.Enc.SetMaxDynamicTableSize(0)
 		case 320:
-			c.enc.SetMaxDynamicTableSize(4096)
+			c.Enc.SetMaxDynamicTableSize(4096)
 		}
 		frag := 0
 		if i%7 == 0 {
 			frag = 1 + rng.IntN(64)
 		}
 		body := []byte(strings.Repeat("b", rng.IntN(3000)))
-		r := c.send(fields, body, frag)
-		if want := expected(fields, len(body)); r.status != "200" || string(r.body) != want {
-			t.Fatalf("request %d: status %q reset %v\ngot  %q\nwant %q", i, r.status, r.reset, r.body, want)
+		r := c.Send(fields, body, frag)
+		if want := expected(fields, len(body)); r.Status != "200" || string(r.Body) != want {
+			t.Fatalf("request %d: status %q reset %v\ngot  %q\nwant %q", i, r.Status, r.Reset, r.Body, want)
 		}
 	}
 }
@@ -114,24 +116,24 @@ func TestHeaderBlockBounds(t *testing.T) {
 	})
 
 	t.Run("HPACK bomb", func(t *testing.T) {
-		c := dialRaw(t, dial(t, addr))
+		c := h2raw.New(t, dial(t, addr))
 		big := hpack.HeaderField{Name: "x-big", Value: strings.Repeat("v", 3000)}
-		fields := request("https:", "/bomb")
+		fields := h2raw.Request("https:", "/bomb")
 		for i := 0; i < 100; i++ { // 100 × 3 KiB decoded, from about 3 KiB sent
 			fields = append(fields, big)
 		}
-		expectClosed(t, c, func() { _, _ = c.write(fields, nil, 0) })
+		expectClosed(t, c, func() { _, _ = c.Write(fields, nil, 0) })
 	})
 	t.Run("CONTINUATION flood", func(t *testing.T) {
-		c := dialRaw(t, dial(t, addr))
-		c.encBuf.Reset()
-		for _, f := range request("https", "/flood") {
-			_ = c.enc.WriteField(f)
+		c := h2raw.New(t, dial(t, addr))
+		c.EncBuf.Reset()
+		for _, f := range h2raw.Request("https", "/flood") {
+			_ = c.Enc.WriteField(f)
 		}
-		_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.encBuf.Bytes(), EndStream: true})
+		_ = c.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.EncBuf.Bytes(), EndStream: true})
 		expectClosed(t, c, func() {
 			for i := 0; i < limit; i++ { // 9 bytes each: past the limit long before the end
-				if err := c.fr.WriteContinuation(1, false, nil); err != nil {
+				if err := c.Fr.WriteContinuation(1, false, nil); err != nil {
 					return
 				}
 			}
@@ -146,16 +148,16 @@ func TestHeaderBlockBounds(t *testing.T) {
 
 // expectClosed runs send and checks that the connection then ends
 // without an answer.
-func expectClosed(t *testing.T, c *rawClient, send func()) {
+func expectClosed(t *testing.T, c *h2raw.Client, send func()) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		send()
 	}()
-	_ = c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = c.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for {
-		f, err := c.fr.ReadFrame()
+		f, err := c.Fr.ReadFrame()
 		if err != nil {
 			if strings.Contains(err.Error(), "timeout") {
 				t.Fatal("the connection stayed open")
@@ -166,6 +168,6 @@ func expectClosed(t *testing.T, c *rawClient, send func()) {
 			t.Fatalf("the server answered stream %d", h.StreamID)
 		}
 	}
-	c.conn.Close()
+	c.Conn.Close()
 	<-done
 }

@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/freqcap/caddy-freqcap/internal/h2raw"
 )
 
 // FuzzRewriteKeepsFrames holds the wrapper to a reference reading of any
@@ -156,7 +158,7 @@ func fuzzSeeds() [][]byte {
 		fr := http2.NewFramer(&buf, nil)
 		enc := hpack.NewEncoder(&block)
 		_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
-		for i, f := range request(scheme, "/v1/projects/p/messages:send", "content-type", "application/json", "authorization", "Bearer x") {
+		for i, f := range h2raw.Request(scheme, "/v1/projects/p/messages:send", "content-type", "application/json", "authorization", "Bearer x") {
 			f.Sensitive = i == 5
 			_ = enc.WriteField(f)
 		}
@@ -164,7 +166,7 @@ func fuzzSeeds() [][]byte {
 		_ = fr.WriteData(1, true, []byte(`{"message":{"token":"t"}}`))
 		block.Reset()
 		enc.SetMaxDynamicTableSize(100)
-		for _, f := range request(scheme, "/again", "x-a", strings.Repeat("a", 40)) {
+		for _, f := range h2raw.Request(scheme, "/again", "x-a", strings.Repeat("a", 40)) {
 			_ = enc.WriteField(f)
 		}
 		half := block.Len() / 2
