@@ -127,8 +127,12 @@ func TestGorushAddresses(t *testing.T) {
 	t.Run("bad requests get a reason", func(t *testing.T) {
 		for body, want := range map[string]string{
 			n(`"platform":2,"condition":"'a' in topics &","message":"m"`): "topic condition",
-			n(`"platform":2,"message":"m"`):                                 "missing value for dimension token",
-			n(`"platform":1,"topic":"com.example.app","message":"m"`):      "missing value for dimension token",
+			n(`"platform":2,"message":"m"`):                               "missing value for dimension token",
+			n(`"platform":1,"topic":"com.example.app","message":"m"`):     "missing value for dimension token",
+			// gorush's JSON reads names without regard to case: an iOS
+			// platform spelt Platform would leave its topic uncapped.
+			n(`"platform":2,"Platform":1,"topic":"x","message":"m"`): `names \"Platform\" where \"platform\" is read`,
+			n(`"platform":2,"To":"x","message":"m"`):                 `names \"To\" where \"to\" is read`,
 		} {
 			a := g.post("/api/push", "application/json", `{"notifications":[`+body+`]}`)
 			if a.status != http.StatusBadRequest || !strings.Contains(string(a.body), want) {
@@ -235,9 +239,9 @@ func TestFCMAddresses(t *testing.T) {
 	t.Run("bad requests", func(t *testing.T) {
 		for body, want := range map[string]string{
 			msg(`"condition":"'a' in topics ||","notification":{"body":"x"}`): "topic condition",
-			msg(`"condition":"a in topics"`):                                 "topic condition",
-			msg(`"condition":7`):                                             "reads a string",
-			msg(`"notification":{"body":"x"}`):                               "recipient",
+			msg(`"condition":"a in topics"`):                                  "topic condition",
+			msg(`"condition":7`):                                              "reads a string",
+			msg(`"notification":{"body":"x"}`):                                "recipient",
 		} {
 			a := g.post(send, "application/json", body)
 			if a.status != http.StatusBadRequest || !strings.Contains(string(a.body), `"status":"INVALID_ARGUMENT"`) || !strings.Contains(string(a.body), want) {
