@@ -325,3 +325,63 @@ func FuzzFCMCondition(f *testing.F) {
 // hasFilter reports whether a path has a filtered wildcard ("*[...]"),
 // which the fuzz targets' reference walks read as a member name.
 func hasFilter(path string) bool { return strings.Contains(path, "*[") }
+
+// FuzzRemoveAlternatives drops a random set of the entries gorush's
+// alternatives name and checks the result: valid JSON, whose entries are
+// the ones kept (a condition's topics going together), text for text.
+func FuzzRemoveAlternatives(f *testing.F) {
+	for _, s := range []string{
+		`{"notifications":[{"tokens":["a","b"],"to":"z","platform":2,"topic":"t","condition":"'x' in topics || 'y' in topics"},{"to":"y","tokens":[]}]}`,
+		`{"notifications":[{"tokens":null,"to":"z","platform":1,"topic":"app"},{"tokens":["c"],"platform":3}]}`,
+		` { "notifications" : [ { "to" : "z" } , { "tokens" : [ "a" , "b" ] , "to" : "" } ] } `,
+	} {
+		f.Add([]byte(s), uint64(7))
+	}
+	p := altPath(f, gorushAlts...)
+	f.Fuzz(func(t *testing.T, doc []byte, seed uint64) {
+		b, err := p.Enumerate(doc, 1<<16)
+		if err != nil || Valid(doc) != nil {
+			return
+		}
+		var drop []int
+		gone := map[int]bool{}
+		for i, e := range b.Entries {
+			if (seed>>(i%64))&1 == 1 {
+				drop = append(drop, i)
+				gone[e.Start] = true
+			}
+		}
+		r, err := b.Remove(drop)
+		if err != nil {
+			t.Fatalf("%s dropping %v: %v", doc, drop, err)
+		}
+		if !json.Valid(r.Body) {
+			t.Fatalf("%s dropping %v: %s is not JSON", doc, drop, r.Body)
+		}
+		var want []string
+		for _, e := range b.Entries {
+			if !gone[e.Start] {
+				want = append(want, e.Text)
+			}
+		}
+		if len(want) == 0 {
+			if !r.NothingLeft && len(drop) > 0 {
+				t.Fatalf("%s dropping %v: something left", doc, drop)
+			}
+			return
+		}
+		again, err := p.Enumerate(r.Body, 1<<16)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Body, err)
+		}
+		var got []string
+		for _, e := range again.Entries {
+			got = append(got, e.Text)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s dropping %v: %s names %q, want %q", doc, drop, r.Body, got, want)
+		}
+	})
+}
