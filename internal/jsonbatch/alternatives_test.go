@@ -385,3 +385,39 @@ func FuzzRemoveAlternatives(f *testing.F) {
 		}
 	})
 }
+
+// TestAlternativesResolve: another dimension is read per entry, whichever
+// alternative named it; a message sent as an object is read as an array
+// of it, and loses a member as it does in an array.
+func TestAlternativesResolve(t *testing.T) {
+	p := altPath(t, gorushAlts...)
+	doc := `{"notifications":[{"tokens":["a"],"to":"z","message":"m0"},{"platform":2,"topic":"t","message":"m1"},{"to":"y"}]}`
+	b, err := p.Enumerate([]byte(doc), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := b.Resolve(mustPath(t, "notifications.*.message"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, v := range vs {
+		got = append(got, b.Entries[i].Text+"="+v.Text)
+	}
+	if want := []string{"a=m0", "z=m0", "t=m1", "y="}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+
+	expo := altPath(t, "*.to", "*.cc.*")
+	b, err = expo.EnumerateMessages([]byte(`{"to":"a","cc":["b","c"],"body":"x"}`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := describe(b); !slices.Equal(got, []string{`to [0] "a" -> string:a`, `cc.0 [0 0] "b" -> string:b`, `cc.1 [0 1] "c" -> string:c`}) {
+		t.Errorf("got %q", got)
+	}
+	r, err := b.Remove([]int{entryIndex(t, b, "to"), entryIndex(t, b, "cc.1")})
+	if err != nil || string(r.Body) != `{"cc":["b"],"body":"x"}` {
+		t.Errorf("got %s, %v", r.Body, err)
+	}
+}
