@@ -271,6 +271,9 @@ func TestFCMConditionTopics(t *testing.T) {
 		{cond: "  ( ( 'c' in topics||'b' in topics ) &&'a'  in\ttopics )  ", want: []string{"c", "b", "a"}},
 		{cond: "!('a' in topics) && !!'b-_.~%9' in topics", want: []string{"a", "b-_.~%9"}},
 		{cond: "'a' in topics || 'a' in topics", want: []string{"a"}},
+		{cond: "'新闻' in topics && 'x新' in topics", want: []string{"新闻", "x新"}},
+		{cond: "'a' in topics新", err: "in topics"},
+		{cond: "'ñ' in topics", err: "topic name"},
 		{cond: "", err: "empty topic condition"},
 		{cond: "   ", err: "expected a topic"},
 		{cond: "'a' in topics &&", err: "at its end"},
@@ -313,10 +316,12 @@ func FuzzFCMCondition(f *testing.F) {
 			if tp == "" || !strings.Contains(cond, tp) {
 				t.Fatalf("%q: topic %q", cond, tp)
 			}
-			for i := 0; i < len(tp); i++ {
-				if !isTopicByte(tp[i]) {
+			for i := 0; i < len(tp); {
+				n := topicRune(tp[i:])
+				if n == 0 {
 					t.Fatalf("%q: topic %q", cond, tp)
 				}
+				i += n
 			}
 		}
 	})

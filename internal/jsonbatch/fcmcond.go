@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 )
 
 // Reader reads one value a path names as several: each is an entry of
@@ -40,12 +41,14 @@ const maxConditionDepth = 32
 //	and   = not *( "&&" not )
 //	not   = "!" not / "(" or ")" / topic "in" "topics"
 //	topic = "'" name "'" / DQUOTE name DQUOTE
-//	name  = 1*( ALPHA / DIGIT / "-" / "_" / "." / "~" / "%" )
+//	name  = 1*( ALPHA / DIGIT / "-" / "_" / "." / "~" / "%" / U+4E00-U+9FA5 )
 //
 // with spaces, tabs and line breaks allowed between the parts. Anything
 // else is an error that says where it is, so that no spelling of a
 // condition passes without its topics counted: the same topics respelled
-// (other quotes, spaces, order or parentheses) are the same topics.
+// (other quotes, spaces, order or parentheses) are the same topics. The
+// CJK ideographs are HMS's (Huawei's push reads the same grammar, and
+// gorush passes its conditions on); FCM refuses them itself.
 func FCMConditionTopics(cond string) ([]string, error) {
 	c := condParser{s: cond}
 	c.or(0)
@@ -146,8 +149,12 @@ func (c *condParser) topic() {
 	q := c.s[c.i]
 	c.i++
 	start := c.i
-	for c.i < len(c.s) && isTopicByte(c.s[c.i]) {
-		c.i++
+	for c.i < len(c.s) {
+		n := topicRune(c.s[c.i:])
+		if n == 0 {
+			break
+		}
+		c.i += n
 	}
 	if c.i == start || c.i >= len(c.s) || c.s[c.i] != q {
 		c.fail("a topic name ([a-zA-Z0-9-_.~%]+) and its closing quote")
@@ -172,7 +179,7 @@ func (c *condParser) word(w string, sep bool) bool {
 		return false
 	}
 	j := c.i + len(w)
-	if j < len(c.s) && isTopicByte(c.s[j]) {
+	if topicRune(c.s[j:]) > 0 {
 		return false
 	}
 	if sep && (j >= len(c.s) || (c.s[j] != ' ' && c.s[j] != '\t' && c.s[j] != '\n' && c.s[j] != '\r')) {
@@ -182,8 +189,28 @@ func (c *condParser) word(w string, sep bool) bool {
 	return true
 }
 
-// isTopicByte reports whether b may be part of a topic name: FCM's
-// [a-zA-Z0-9-_.~%].
+// topicRune returns the length of the rune s starts with when it may be
+// part of a topic name (FCM's [a-zA-Z0-9-_.~%], and HMS's CJK ideographs
+// U+4E00 to U+9FA5), else 0.
+func topicRune(s string) int {
+	if s == "" {
+		return 0
+	}
+	if s[0] < utf8.RuneSelf {
+		if isTopicByte(s[0]) {
+			return 1
+		}
+		return 0
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	if r >= 0x4E00 && r <= 0x9FA5 {
+		return n
+	}
+	return 0
+}
+
+// isTopicByte reports whether the ASCII byte b may be part of a topic
+// name: [a-zA-Z0-9-_.~%].
 func isTopicByte(b byte) bool {
 	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
 		b == '-' || b == '_' || b == '.' || b == '~' || b == '%'
