@@ -24,7 +24,7 @@ func (h *Handler) register() *capset.CapSet {
 		CountReset:   func(source string) { metrics.resets.WithLabelValues(h.Name, source).Inc() },
 	}
 	for i, cr := range h.rules {
-		cs.Rules[i] = capset.Rule{Rule: cr.rule, Dims: cr.dims, ZoneExpr: cr.zoneExpr, LimitFallback: cr.limitFallback, Shadow: cr.shadow}
+		cs.Rules[i] = capset.Rule{Rule: cr.rule, Dims: cr.dims, ZoneExpr: cr.zoneExpr, LimitExpr: cr.limitExpr, LimitFallback: cr.limitFallback, CostExpr: cr.costExpr, Shadow: cr.shadow}
 	}
 	if h.Exempt != nil {
 		cs.Exempt = &capset.Exempt{Placeholder: h.Exempt.Placeholder, Values: h.Exempt.Values}

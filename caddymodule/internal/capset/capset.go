@@ -46,15 +46,32 @@ type CapSet struct {
 }
 
 // Rule is what support reads of a rule: its engine rule, its
-// dimensions (indices into CapSet.Dims, in the order of Rule.By), whether
-// its zone is a placeholder, the fallback of a placeholder limit (0 for
-// none), and whether it is a shadow rule.
+// dimensions (indices into CapSet.Dims, in the order of Rule.By), the
+// placeholders its zone, limit and cost are read from ("" when fixed),
+// the fallback of a placeholder limit (0 for none), and whether it is a
+// shadow rule. Each placeholder is a value its answers depend on beyond
+// the dimensions, which support must ask for or say it assumed.
 type Rule struct {
 	Rule          *limiter.Rule
 	Dims          []int
 	ZoneExpr      string
+	LimitExpr     string
 	LimitFallback int64
+	CostExpr      string
 	Shadow        bool
+}
+
+// FallbackZone is the zone a rule whose zone is a placeholder counts in
+// when a request names none (or one unknown).
+func (r *Rule) FallbackZone() *time.Location {
+	z := r.Rule.Window.Zone
+	if q := r.Rule.Quiet; q != nil {
+		z = q.Zone
+	}
+	if z == nil {
+		return time.UTC
+	}
+	return z
 }
 
 // Exempt is a handler's exempt subdirective, as the console lists it.
