@@ -7,10 +7,36 @@ import (
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 )
 
-// fcmTopicsPlaceholder reads a body field as an FCM topic condition: one
-// entry per topic it names ({fcm_topics.message.condition}). It is read
-// per entry, as a batch dimension, never by the replacer.
-const fcmTopicsPlaceholder = "fcm_topics"
+// The readers of body fields, read per entry as a batch dimension, never
+// by the replacer: {fcm_topics.message.condition} reads an FCM topic
+// condition, one entry per topic it names; {fcm_topic.message.topic} an
+// FCM topic field, without the "/topics/" prefix the Admin SDKs strip.
+var readers = map[string]*jsonbatch.Reader{
+	jsonbatch.FCMTopics.Name: jsonbatch.FCMTopics,
+	jsonbatch.FCMTopic.Name:  jsonbatch.FCMTopic,
+}
+
+// readerNames are the readers' placeholder names, for messages.
+const readerNames = "{fcm_topics.<path>} or {fcm_topic.<path>}"
+
+// hasReader reports whether expr uses a reader's placeholder.
+func hasReader(expr string) bool {
+	for name := range readers {
+		if strings.Contains(expr, "{"+name+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// readerPaths returns the paths of expr's reader placeholders.
+func readerPaths(expr string) []string {
+	var out []string
+	for name := range readers {
+		out = append(out, placeholderArgs(expr, name)...)
+	}
+	return out
+}
 
 // hasDim reports whether name is declared, in Dimensions or
 // DimensionAlternatives.
@@ -55,49 +81,45 @@ func alternativesPath(alts []string) (*jsonbatch.Path, error) {
 		case err != nil:
 			return nil, err
 		case !ok:
-			return nil, fmt.Errorf("alternative %q is not one {json.<path>} or {%s.<path>} placeholder: alternatives are body fields", a, fcmTopicsPlaceholder)
+			return nil, fmt.Errorf("alternative %q is not one {json.<path>}, %s placeholder: alternatives are body fields", a, readerNames)
 		}
 		paths[i] = p
 	}
 	return jsonbatch.Alternatives(paths...)
 }
 
-// batchPathOf returns the batch path of a one-expression dimension: an
-// {fcm_topics.*} field's, or a wildcard {json.*} path's; nil for
-// neither.
+// batchPathOf returns the batch path of a one-expression dimension: a
+// reader's field ({fcm_topics.*}, {fcm_topic.*}), or a wildcard
+// {json.*} path's; nil for neither.
 func batchPathOf(expr string) (*jsonbatch.Path, error) {
-	if strings.Contains(expr, "{"+fcmTopicsPlaceholder+".") {
+	if hasReader(expr) {
 		p, ok, err := fieldPath(expr)
 		if err == nil && !ok {
-			err = fmt.Errorf("%q: an {%s.<path>} placeholder must be the whole expression", expr, fcmTopicsPlaceholder)
+			err = fmt.Errorf("%q: a %s placeholder must be the whole expression", expr, readerNames)
 		}
 		return p, err
 	}
 	return wildcardPath(expr)
 }
 
-// fieldPath parses expr when it is exactly one {json.<path>} or
-// {fcm_topics.<path>} placeholder (ok), the latter read by
-// jsonbatch.FCMTopics.
+// fieldPath parses expr when it is exactly one {json.<path>} placeholder
+// or one of a reader (ok), the path then read by that reader.
 func fieldPath(expr string) (p *jsonbatch.Path, ok bool, err error) {
 	e := strings.TrimSpace(expr)
 	inner, found := strings.CutSuffix(e, "}")
-	if !found || strings.Count(e, "{") != 1 || strings.Count(e, "}") != 1 {
+	if !found || !strings.HasPrefix(e, "{") || strings.Count(e, "{") != 1 || strings.Count(e, "}") != 1 {
 		return nil, false, nil
 	}
-	reader := false
-	if rest, ok := strings.CutPrefix(inner, "{json."); ok {
-		inner = rest
-	} else if rest, ok := strings.CutPrefix(inner, "{"+fcmTopicsPlaceholder+"."); ok {
-		inner, reader = rest, true
-	} else {
+	kind, path, found := strings.Cut(inner[1:], ".")
+	r, isReader := readers[kind]
+	if !found || (kind != "json" && !isReader) {
 		return nil, false, nil
 	}
-	if p, err = jsonbatch.ParsePath(inner); err != nil {
+	if p, err = jsonbatch.ParsePath(path); err != nil {
 		return nil, true, fmt.Errorf("%q: %w", expr, err)
 	}
-	if reader {
-		p = p.WithReader(jsonbatch.FCMTopics)
+	if isReader {
+		p = p.WithReader(r)
 	}
 	return p, true, nil
 }

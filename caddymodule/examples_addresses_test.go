@@ -93,6 +93,14 @@ func TestGorushAddresses(t *testing.T) {
 		if push(n(`"platform":2,"condition":"(\"%s\" in topics)&&('%s'  in topics)","message":"m"`, b, a)) {
 			t.Error("the respelled condition was not capped")
 		}
+		// The Admin SDKs strip a topic's "/topics/" prefix: one topic.
+		slash := unique("slash")
+		if !push(n(`"platform":2,"topic":"/topics/%s","message":"m"`, slash)) {
+			t.Fatal("the first prefixed topic was capped")
+		}
+		if push(n(`"platform":2,"topic":%q,"message":"m"`, slash)) {
+			t.Error("the bare topic after the prefixed one was not capped")
+		}
 		// One of its topics alone, as a condition and as a topic.
 		if push(n(`"platform":2,"condition":"!('%s' in topics)","message":"m"`, b)) {
 			t.Error("a condition naming one capped topic was not capped")
@@ -127,6 +135,7 @@ func TestGorushAddresses(t *testing.T) {
 	t.Run("bad requests get a reason", func(t *testing.T) {
 		for body, want := range map[string]string{
 			n(`"platform":2,"condition":"'a' in topics &","message":"m"`): "topic condition",
+			n(`"platform":2,"topic":"two words","message":"m"`):           "is not a topic name",
 			n(`"platform":2,"message":"m"`):                               "missing value for dimension token",
 			n(`"platform":1,"topic":"com.example.app","message":"m"`):     "missing value for dimension token",
 			// gorush's JSON reads names without regard to case: an iOS
@@ -171,7 +180,11 @@ func TestFCMAddresses(t *testing.T) {
 		if !strings.Contains(string(a.body), `"errorCode":"QUOTA_EXCEEDED"`) {
 			t.Errorf("the fifth: %s", a.body)
 		}
-		// Through a condition: the same topic, still capped.
+		// Prefixed as the Admin SDKs accept it, or through a condition:
+		// the same topic, still capped.
+		if s := status(msg(`"topic":"/topics/%s","data":{"k":"v"}`, topic)); s != http.StatusTooManyRequests {
+			t.Errorf("the topic with its /topics/ prefix: %d", s)
+		}
 		if s := status(msg(`"condition":"'%s' in topics","data":{"k":"v"}`, topic)); s != http.StatusTooManyRequests {
 			t.Errorf("the topic through a condition: %d", s)
 		}
@@ -241,6 +254,7 @@ func TestFCMAddresses(t *testing.T) {
 			msg(`"condition":"'a' in topics ||","notification":{"body":"x"}`): "topic condition",
 			msg(`"condition":"a in topics"`):                                  "topic condition",
 			msg(`"condition":7`):                                              "reads a string",
+			msg(`"topic":"a/b"`):                                              "is not a topic name",
 			msg(`"notification":{"body":"x"}`):                                "recipient",
 		} {
 			a := g.post(send, "application/json", body)

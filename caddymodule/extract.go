@@ -27,7 +27,7 @@ const (
 // needsOf tells which body placeholders expr uses.
 func needsOf(expr string) int {
 	n := 0
-	if strings.Contains(expr, "{json.") || strings.Contains(expr, "{"+fcmTopicsPlaceholder+".") {
+	if strings.Contains(expr, "{json.") || hasReader(expr) {
 		n |= needJSON
 	}
 	if strings.Contains(expr, "{form.") {
@@ -61,13 +61,13 @@ func placeholderArgs(expr, kind string) []string {
 // parsed as batch paths ("*" a wildcard); a path that does not parse (the
 // config check reports it) is left out.
 //
-// The paths of {fcm_topics.<path>} placeholders are among them, and so
+// The paths of reader placeholders ({fcm_topics.<path>}) are among them, and so
 // are the members that wildcard filters read ("notifications.*.platform"
 // for "notifications.*[platform!=1].topic"): a body that shadows one of
 // them is refused as one that shadows a path read.
 func jsonPathsOf(expr string) []*jsonbatch.Path {
 	var paths []*jsonbatch.Path
-	args := append(placeholderArgs(expr, "json"), placeholderArgs(expr, fcmTopicsPlaceholder)...)
+	args := append(placeholderArgs(expr, "json"), readerPaths(expr)...)
 	for _, a := range args {
 		if p, err := jsonbatch.ParsePath(a); err == nil {
 			paths = append(paths, p)

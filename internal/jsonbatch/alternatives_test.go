@@ -18,6 +18,10 @@ func altPath(t testing.TB, paths ...string) *Path {
 			ps = append(ps, mustPath(t, rest).WithReader(FCMTopics))
 			continue
 		}
+		if rest, ok := strings.CutPrefix(s, "fcm_topic:"); ok {
+			ps = append(ps, mustPath(t, rest).WithReader(FCMTopic))
+			continue
+		}
 		ps = append(ps, mustPath(t, s))
 	}
 	p, err := Alternatives(ps...)
@@ -31,7 +35,7 @@ func altPath(t testing.TB, paths ...string) *Path {
 var gorushAlts = []string{
 	"notifications.*.tokens.*",
 	"notifications.*.to",
-	"notifications.*[platform!=1].topic",
+	"fcm_topic:notifications.*[platform!=1].topic",
 	"fcm_topics:notifications.*[platform!=1].condition",
 }
 
@@ -294,6 +298,15 @@ func TestFCMConditionTopics(t *testing.T) {
 			t.Errorf("%q: got %v, %v; want error %q", tc.cond, got, err, tc.err)
 		case tc.err == "" && (err != nil || !slices.Equal(got, tc.want)):
 			t.Errorf("%q: got %q, %v; want %q", tc.cond, got, err, tc.want)
+		}
+	}
+}
+
+func TestFCMTopicName(t *testing.T) {
+	for in, want := range map[string]string{"news": "news", "/topics/news": "news", "新闻": "新闻", "a/b": "", "/topics/": "", "two words": "", "": ""} {
+		got, err := FCMTopicName(in)
+		if got != want || (err == nil) != (want != "") {
+			t.Errorf("%q: got %q, %v; want %q", in, got, err, want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -18,6 +19,35 @@ type Reader struct {
 // FCMTopics reads an FCM topic condition as the topics it names (see
 // FCMConditionTopics).
 var FCMTopics = &Reader{Name: "fcm_topics", Read: FCMConditionTopics}
+
+// FCMTopic reads an FCM topic field as the topic it names (see
+// FCMTopicName).
+var FCMTopic = &Reader{Name: "fcm_topic", Read: func(text string) ([]string, error) {
+	name, err := FCMTopicName(text)
+	if err != nil {
+		return nil, err
+	}
+	return []string{name}, nil
+}}
+
+// FCMTopicName returns the topic a message's topic field names: the text
+// without the "/topics/" prefix that FCM's Admin SDKs strip before they
+// send it (so "/topics/news" through gorush is "news"), refused when it is
+// no topic name (see FCMConditionTopics), which FCM refuses too.
+func FCMTopicName(topic string) (string, error) {
+	name := strings.TrimPrefix(topic, "/topics/")
+	for i := 0; i < len(name); {
+		n := topicRune(name[i:])
+		if n == 0 {
+			return "", fmt.Errorf("topic %q is not a topic name ([a-zA-Z0-9-_.~%%]+)", topic)
+		}
+		i += n
+	}
+	if name == "" {
+		return "", fmt.Errorf("topic %q is not a topic name ([a-zA-Z0-9-_.~%%]+)", topic)
+	}
+	return name, nil
+}
 
 // WithReader returns p whose every value is read by r.
 func (p *Path) WithReader(r *Reader) *Path {
