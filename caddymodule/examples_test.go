@@ -118,6 +118,9 @@ func startExample(t *testing.T, path string, up interface{ addr() string }) *gat
 		{"reverse_proxy 127.0.0.1:9000", "reverse_proxy " + up.addr()},
 		{"\nhttp://:9000 {", fmt.Sprintf("\nhttp://:%d {", freePort(t))},
 	} {
+		if r.old == "\nhttp://:9000 {" && !strings.Contains(cfg, r.old) {
+			continue // the mock is a program of its own (expo-push)
+		}
 		if strings.Count(cfg, r.old) != 1 {
 			t.Fatalf("%s: expected %q once", path, strings.TrimSpace(r.old))
 		}
