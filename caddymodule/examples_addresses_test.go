@@ -108,6 +108,14 @@ func TestGorushAddresses(t *testing.T) {
 		if push(n(`"platform":2,"topic":%q,"message":"m"`, a)) {
 			t.Error("a topic capped through a condition passed as a topic")
 		}
+		// gorush sends an Android topic push to its tokens too: both count.
+		both, tok := unique("both"), unique("both-tok")
+		if !push(n(`"platform":2,"topic":%q,"tokens":[%q],"message":"m"`, both, tok)) {
+			t.Fatal("a topic push with a token was capped")
+		}
+		if push(n(`"platform":2,"tokens":[%q],"message":"m"`, tok)) {
+			t.Error("the token of a topic push was not counted")
+		}
 		// iOS: the topic is the bundle id, the same for every push.
 		bundle := unique("com.example.app")
 		for i := range 3 {
