@@ -159,7 +159,7 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.WaitVisible(push+`input[name="recipient"]`),
 	)
 	capsets := read(t, b, "the cap sets", chromedp.Evaluate[[]string](`[...document.querySelectorAll("section[data-capset]")].map(s => s.dataset.capset)`))
-	zoneInputs := read(t, b, "the zone inputs", chromedp.Evaluate[int](`document.querySelectorAll('section[data-capset="local"] input[name="zone"]').length`))
+	zoneInputs := read(t, b, "the zone inputs", chromedp.Evaluate[int](`document.querySelectorAll('section[data-capset="local"] input[data-kind="zone"][name="json.tz"]').length`))
 	if strings.Join(capsets, ",") != "local,push" || zoneInputs != 1 {
 		t.Errorf("the page shows cap sets %q with %d zone inputs for local, want local,push and 1", capsets, zoneInputs)
 	}
@@ -188,8 +188,9 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.WaitVisible(push+`button.confirm-yes`),
 	)
 	confirmText := read(t, b, "the confirmation", chromedp.Text(push+`.confirm-text`))
-	if !strings.Contains(confirmText, "Forget everything held about recipient = "+x) || !strings.Contains(confirmText, "per_minute, same_content") {
-		t.Errorf("the confirmation reads %q", confirmText)
+	forget := read(t, b, "the logs to forget", chromedp.Evaluate[[]string](`[...document.querySelectorAll('`+push+`.confirm .forget li')].map(e => e.textContent)`))
+	if !strings.Contains(confirmText, "Forget everything held about recipient = "+x) || strings.Join(forget, "; ") != "per_minute: 2 used; same_content (content = hi): 2 used" {
+		t.Errorf("the confirmation reads %q, listing %q", confirmText, forget)
 	}
 	b.do(t, "confirming the reset",
 		chromedp.Click(push+`button.confirm-yes`),

@@ -35,7 +35,17 @@ type capSetEntry struct {
 	DryRun     bool        `json:"dry_run"`
 	Dimensions []string    `json:"dimensions"`
 	Zoned      bool        `json:"zoned"`
+	Inputs     []input     `json:"inputs"`
 	Rules      []ruleEntry `json:"rules"`
+}
+
+// input is a value a cap set's answers depend on beyond its dimensions.
+type input struct {
+	Param       string   `json:"param"`
+	Kind        string   `json:"kind"`
+	Placeholder string   `json:"placeholder"`
+	Words       string   `json:"words"`
+	Rules       []string `json:"rules"`
 }
 
 // ruleEntry is one rule of a capSetEntry.
@@ -169,10 +179,12 @@ func TestConsoleAPI(t *testing.T) {
 				store = "redis"
 			}
 			want := capSetList{CapSets: []capSetEntry{
-				{Name: "local", Store: "memory", Dimensions: []string{"recipient"}, Zoned: true, Rules: []ruleEntry{
+				{Name: "local", Store: "memory", Dimensions: []string{"recipient"}, Zoned: true, Inputs: []input{
+					{Param: "json.tz", Kind: "zone", Placeholder: "{json.tz}", Words: "JSON tz", Rules: []string{"local_day"}},
+				}, Rules: []ruleEntry{
 					{Rule: "local_day", By: []string{"recipient"}, Limit: 3, Window: "calendar day Asia/Shanghai"},
 				}},
-				{Name: "push", Store: store, Dimensions: []string{"recipient", "content"}, Rules: []ruleEntry{
+				{Name: "push", Store: store, Dimensions: []string{"recipient", "content"}, Inputs: []input{}, Rules: []ruleEntry{
 					{Rule: "per_minute", By: []string{"recipient"}, Limit: 2, Window: "1m0s"},
 					{Rule: "same_content", By: []string{"recipient", "content"}, Limit: 5, Window: "1h0m0s"},
 				}},

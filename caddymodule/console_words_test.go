@@ -103,7 +103,7 @@ func TestConsoleWords(t *testing.T) {
 		if got := read(t, b, "the shadow rule", chromedp.Text(sec+`.rule[data-rule="trial"] .rule-name`)); !strings.Contains(got, "dry run: never refuses") {
 			t.Errorf("the shadow rule reads %q", got)
 		}
-		if got := read(t, b, "the exempt line", chromedp.Text(sec+`.exempt`)); !strings.Contains(got, "{json.priority} = otp or critical") {
+		if got := read(t, b, "the exempt line", chromedp.Text(sec+`.exempt`)); !strings.Contains(got, "JSON priority = otp or critical") {
 			t.Errorf("the exempt line reads %q", got)
 		}
 		// The timeline: one mark a recorded send, the limit line, and

@@ -78,6 +78,18 @@ type ruleUsage struct {
 		Units int64  `json:"units"`
 	} `json:"sends"`
 	Precision string `json:"precision"`
+	// Assumed are the values the answer was not given (a zone, limit or
+	// cost placeholder) and what it assumed; Cost, Admits and RetryAfter
+	// answer for a send of the cost given.
+	Assumed []struct {
+		Kind  string `json:"kind"`
+		Param string `json:"param"`
+		Value string `json:"value"`
+		Note  string `json:"note"`
+	} `json:"assumed"`
+	Cost       *int64 `json:"cost"`
+	Admits     *bool  `json:"admits"`
+	RetryAfter *int64 `json:"retry_after"`
 }
 
 // reset is the admin API's answer to DELETE .../usage.

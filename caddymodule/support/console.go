@@ -224,13 +224,24 @@ type capSetList struct {
 }
 
 type capSetEntry struct {
-	Name       string         `json:"name"`
-	Store      string         `json:"store"`
-	DryRun     bool           `json:"dry_run"`
-	Dimensions []string       `json:"dimensions"`
-	Zoned      bool           `json:"zoned"`
-	Exempt     *capset.Exempt `json:"exempt,omitempty"`
-	Rules      []ruleEntry    `json:"rules"`
+	Name       string   `json:"name"`
+	Store      string   `json:"store"`
+	DryRun     bool     `json:"dry_run"`
+	Dimensions []string `json:"dimensions"`
+	Zoned      bool     `json:"zoned"`
+	// Inputs are the values its answers depend on beyond the dimensions
+	// (zone, limit and cost placeholders), each a query parameter.
+	Inputs []input      `json:"inputs"`
+	Exempt *exemptEntry `json:"exempt,omitempty"`
+	Rules  []ruleEntry  `json:"rules"`
+}
+
+// exemptEntry is a cap set's exempt subdirective, its placeholder also
+// in words.
+type exemptEntry struct {
+	Placeholder string   `json:"placeholder"`
+	Words       string   `json:"words"`
+	Values      []string `json:"values"`
 }
 
 type ruleEntry struct {
@@ -254,7 +265,10 @@ func capSetEntries(shows func(name string) bool) []capSetEntry {
 		if !shows(cs.Name) {
 			continue
 		}
-		e := capSetEntry{Name: cs.Name, Store: cs.StoreKind, DryRun: cs.DryRun, Exempt: cs.Exempt, Dimensions: make([]string, len(cs.Dims))}
+		e := capSetEntry{Name: cs.Name, Store: cs.StoreKind, DryRun: cs.DryRun, Dimensions: make([]string, len(cs.Dims)), Inputs: inputsOf(cs)}
+		if x := cs.Exempt; x != nil {
+			e.Exempt = &exemptEntry{Placeholder: x.Placeholder, Words: placeholderWords(x.Placeholder), Values: x.Values}
+		}
 		for i, d := range cs.Dims {
 			e.Dimensions[i] = d.Name
 		}

@@ -125,7 +125,8 @@ func serveRecords(w http.ResponseWriter, r *http.Request, name, via string, fiel
 type recordsQuery struct {
 	cs         *capset.CapSet
 	dim, value string
-	zone       *time.Location
+	inputs     []input
+	given      given
 }
 
 // recordsQuery parses the query of a records request: one dimension that
@@ -138,7 +139,7 @@ func readRecordsQuery(cs *capset.CapSet, raw string) (*recordsQuery, *reply.Fail
 	if len(p.values) != 1 {
 		return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("give one dimension, whose records to list (%s keys records by %s)", cs.Name, strings.Join(keyingDimensions(cs), ", "))}
 	}
-	q := &recordsQuery{cs: cs, zone: p.zone}
+	q := &recordsQuery{cs: cs, inputs: p.inputs, given: p.given}
 	for dim, value := range p.values { // the one
 		q.dim, q.value = dim, value
 	}
@@ -186,14 +187,14 @@ func (q *recordsQuery) entries(held []limiter.HeldLog) (entries []usageEntry, un
 		switch {
 		case cr.Rule.Quiet != nil:
 			if len(by) == 0 || (len(by) == 1 && by[0] == q.dim) {
-				entries = append(entries, usageEntry{cr: cr, check: q.check(cr, nil)})
+				entries = append(entries, q.entry(cr, nil))
 			}
 		case by[0] != q.dim:
 		case len(by) == 1:
-			e := usageEntry{cr: cr, check: q.check(cr, nil)}
+			e := q.entry(cr, nil)
 			for j, h := range held {
 				if !h.Unreadable && len(h.Values) == 0 && h.Weight == weight {
-					e.check.Sub, e.held, read[j] = h.Sub, true, true
+					e.check.Sub, e.held, e.log, e.records, read[j] = h.Sub, true, j+1, h.Records, true
 				}
 			}
 			entries = append(entries, e)
@@ -201,7 +202,9 @@ func (q *recordsQuery) entries(held []limiter.HeldLog) (entries []usageEntry, un
 			others := slices.Sorted(slices.Values(by[1:]))
 			for j, h := range held {
 				if !h.Unreadable && h.Weight == weight && slices.Equal(h.Dimensions(), others) {
-					entries = append(entries, usageEntry{cr: cr, check: q.check(cr, &h), values: h.Values, hashed: h.Hashed, held: true})
+					e := q.entry(cr, &h)
+					e.log = j + 1
+					entries = append(entries, e)
 					read[j] = true
 				}
 			}
@@ -215,8 +218,8 @@ func (q *recordsQuery) entries(held []limiter.HeldLog) (entries []usageEntry, un
 	return entries, unmatched
 }
 
-// check reads cr's log h (nil: the one of the dimension's value alone).
-func (q *recordsQuery) check(cr *capset.Rule, h *limiter.HeldLog) limiter.Check {
+// entry reads cr's log h (nil: the one of the dimension's value alone).
+func (q *recordsQuery) entry(cr *capset.Rule, h *limiter.HeldLog) usageEntry {
 	c := limiter.Check{Rule: cr.Rule, Values: make([]string, len(cr.Rule.By)), Limit: cr.LimitFallback}
 	for j, d := range cr.Rule.By {
 		if j == 0 {
@@ -225,13 +228,14 @@ func (q *recordsQuery) check(cr *capset.Rule, h *limiter.HeldLog) limiter.Check 
 			c.Values[j] = h.Values[d]
 		}
 	}
+	e := usageEntry{cr: cr}
 	if h != nil {
 		c.Sub = h.Sub
+		e.values, e.hashed, e.held, e.records = h.Values, h.Hashed, true, h.Records
 	}
-	if cr.ZoneExpr != "" {
-		c.Zone = q.zone
-	}
-	return c
+	e.assumed = q.given.apply(q.inputs, cr, &c)
+	e.check = c
+	return e
 }
 
 // elsewhere lists the rules over the dimension that another of their

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -113,6 +114,22 @@ type ruleUsage struct {
 	From      string     `json:"from,omitempty"`
 	Sends     []sendMark `json:"sends,omitempty"`
 	Precision string     `json:"precision,omitempty"`
+	// Log numbers, from 1, the logs a records listing found held (rules
+	// that read one log share its number), and Records is how many
+	// records (sends, or buckets of them) it holds: a reset forgets them.
+	// Both are omitted for a log not held, and outside a listing.
+	Log     int `json:"log,omitempty"`
+	Records int `json:"records,omitempty"`
+	// Assumed are the values the answer depends on that the query did
+	// not give (a zone, a limit, a cost placeholder), with what was
+	// assumed instead.
+	Assumed []assumption `json:"assumed,omitempty"`
+	// Cost, Admits and RetryAfter answer, when the query gave the rule's
+	// cost, whether a send of that cost would be admitted now, and if not,
+	// in how many seconds.
+	Cost       *int64 `json:"cost,omitempty"`
+	Admits     *bool  `json:"admits,omitempty"`
+	RetryAfter *int64 `json:"retry_after,omitempty"`
 }
 
 // rfc3339ms writes t as the usage answer does.
@@ -150,7 +167,8 @@ func storeUnavailable(w http.ResponseWriter, err error) error {
 func (q *usageQuery) usage(ctx context.Context) (*usageAnswer, error) {
 	entries := make([]usageEntry, len(q.rules))
 	for i, cr := range q.rules {
-		entries[i] = usageEntry{cr: cr, check: q.check(cr)}
+		c, assumed := q.check(cr)
+		entries[i] = usageEntry{cr: cr, check: c, assumed: assumed}
 	}
 	now, rules, err := usageOf(q.cs, ctx, entries)
 	if err != nil {
@@ -169,8 +187,11 @@ type usageEntry struct {
 	values map[string]string
 	hashed []string
 	// held: the store holds the log (a records listing), so a reset of
-	// everything held forgets it.
-	held bool
+	// everything held forgets it; records is how many records it holds.
+	held         bool
+	log, records int
+	// assumed are the values the check was not given.
+	assumed []assumption
 }
 
 // checksPerCall bounds the checks of one store call of a listing: a
@@ -240,6 +261,7 @@ func usageOf(cs *capset.CapSet, ctx context.Context, entries []usageEntry) (time
 				Quiet:      &quiet,
 				QuietUntil: &secs,
 				DryRun:     e.cr.Shadow,
+				Assumed:    e.assumed,
 			})
 			continue
 		}
@@ -255,6 +277,13 @@ func usageOf(cs *capset.CapSet, ctx context.Context, entries []usageEntry) (time
 			Remaining:  res.Remaining,
 			ResetAfter: reply.CeilSeconds(res.Reset),
 			DryRun:     e.cr.Shadow,
+			Log:        e.log,
+			Records:    e.records,
+			Assumed:    e.assumed,
+		}
+		if e.cr.CostExpr != "" && !slices.ContainsFunc(e.assumed, func(a assumption) bool { return a.Kind == kindCost }) {
+			cost, admits, retry := e.check.Cost, !res.Denied, reply.CeilSeconds(res.RetryAfter)
+			ru.Cost, ru.Admits, ru.RetryAfter = &cost, &admits, &retry
 		}
 		if h := sends[i]; h != nil {
 			ru.From, ru.Precision = rfc3339ms(h.From), precisionOf(h.Grain)
@@ -314,7 +343,8 @@ type usageQuery struct {
 	cs     *capset.CapSet
 	rules  []*capset.Rule
 	values map[string]string
-	zone   *time.Location
+	inputs []input
+	given  given
 }
 
 // nonNil is by, or an empty list for a rule by no dimension (a quiet rule
@@ -362,22 +392,21 @@ func (q *usageQuery) request() *limiter.Request {
 	req := &limiter.Request{Checks: make([]limiter.Check, 0, len(q.rules))}
 	for _, cr := range q.rules {
 		if cr.Rule.Quiet == nil {
-			req.Checks = append(req.Checks, q.check(cr))
+			c, _ := q.check(cr)
+			req.Checks = append(req.Checks, c)
 		}
 	}
 	return req
 }
 
-// check is the query's check of one selected rule.
-func (q *usageQuery) check(cr *capset.Rule) limiter.Check {
+// check is the query's check of one selected rule, and what it assumed
+// of the values the query did not give.
+func (q *usageQuery) check(cr *capset.Rule) (limiter.Check, []assumption) {
 	c := limiter.Check{Rule: cr.Rule, Values: make([]string, len(cr.Dims)), Limit: cr.LimitFallback}
 	for j, di := range cr.Dims {
 		c.Values[j] = q.values[q.cs.Dims[di].Name]
 	}
-	if cr.ZoneExpr != "" {
-		c.Zone = q.zone
-	}
-	return c
+	return c, q.given.apply(q.inputs, cr, &c)
 }
 
 func dimensionNames(cs *capset.CapSet) []string {
@@ -399,11 +428,12 @@ func ruleDimensions(cs *capset.CapSet) string {
 	return strings.Join(parts, ", ")
 }
 
-// params reads the dimension values and the zone of an admin query. A '+'
-// is a plus sign, not a space: it starts every phone number in E.164
+// params reads the dimension values and the inputs of an admin query. A
+// '+' is a plus sign, not a space: it starts every phone number in E.164
 // (recipient=+15550100), which support staff type as they see it; a space
 // is %20. (Only HTML forms write a space as '+', and neither the console
-// nor a person typing a URL does.)
+// nor a person typing a URL does.) zoneGiven says that the legacy zone
+// parameter was.
 func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail *reply.Failure) {
 	params, err := url.ParseQuery(strings.ReplaceAll(raw, "+", "%2B"))
 	if err != nil {
@@ -415,31 +445,48 @@ func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail 
 	}
 	sort.Strings(keys)
 
-	q = &usageQuery{cs: cs, values: make(map[string]string, len(params))}
+	q = &usageQuery{cs: cs, values: make(map[string]string, len(params)), inputs: inputsOf(cs),
+		given: given{zones: map[string]*time.Location{}, limits: map[string]int64{}, costs: map[string]int64{}}}
 	for _, k := range keys {
 		vs := params[k]
 		_, isDim := cs.Dimensions[k]
+		isInput := slices.ContainsFunc(q.inputs, func(in input) bool { return in.Param == k })
+		isZone := !isDim && !isInput && k == zoneParam
 		switch {
-		case !isDim && k != zoneParam:
+		case !isDim && !isInput && !isZone:
 			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k,
-				Reason: fmt.Sprintf("unknown dimension %q (%s has %s)", k, cs.Name, strings.Join(dimensionNames(cs), ", "))}
+				Reason: fmt.Sprintf("unknown dimension %q (%s has %s)", k, cs.Name, strings.Join(paramNames(cs, q.inputs), ", "))}
 		case len(vs) != 1 && isDim:
 			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k, Reason: fmt.Sprintf("%s given %d times", k, len(vs))}
 		case len(vs) != 1:
-			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("zone given %d times", len(vs))}
+			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("%s given %d times", k, len(vs))}
 		case vs[0] == "" && isDim:
 			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k, Reason: "missing value for dimension " + k}
 		case vs[0] == "":
-			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Reason: "missing value for zone"}
+			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Reason: "missing value for " + k}
 		case isDim:
 			q.values[k] = vs[0]
+		case isInput:
+			if _, fail := q.given.give(q.inputs, k, vs[0]); fail != nil {
+				return nil, false, fail
+			}
 		default:
 			z, err := zones.Load(vs[0])
 			if err != nil {
 				return nil, false, &reply.Failure{Status: http.StatusBadRequest, Reason: "zone: " + err.Error()}
 			}
-			q.zone, zoneGiven = z, true
+			q.given.zone, zoneGiven = z, true
 		}
 	}
 	return q, zoneGiven, nil
+}
+
+// paramNames lists what a query of cs may give: its dimensions, then its
+// inputs' parameters.
+func paramNames(cs *capset.CapSet, inputs []input) []string {
+	names := dimensionNames(cs)
+	for _, in := range inputs {
+		names = append(names, in.Param)
+	}
+	return names
 }
