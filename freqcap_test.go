@@ -1,9 +1,7 @@
 package freqcap_test
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -13,15 +11,7 @@ import (
 // registers, the support surfaces included, which live in a package of
 // their own.
 func TestBuildListsEveryModule(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a Caddy binary")
-	}
-	bin := filepath.Join(t.TempDir(), "caddy")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/caddy")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/caddy: %v\n%s", err, out)
-	}
+	bin := buildCaddy(t)
 	out, err := exec.Command(bin, "list-modules").CombinedOutput()
 	if err != nil {
 		t.Fatalf("caddy list-modules: %v\n%s", err, out)
