@@ -64,6 +64,9 @@ func DecideOn(src KeySource, p *Plan, now int64, record bool) (bool, error) {
 		for ri := s.R0; ri < s.R1; ri++ {
 			l.AfterRecord(&p.Rules[ri].LogRule, &p.Raw[ri], s.Cost, now)
 		}
+		if p.Exempt {
+			k.MarkExempt(p.ExemptID(s), s.Recorded, s.Cost, s.Retention, s.Grain)
+		}
 		k.RefreshExpiry()
 	}
 	return true, nil

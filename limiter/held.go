@@ -78,8 +78,8 @@ func HeldOf(k *recordlog.KeyLogs) ([]HeldLog, error) {
 	out := make([]HeldLog, 0, len(k.Subs))
 	for i := range k.Subs {
 		l := &k.Subs[i]
-		if len(l.Entries) == 0 {
-			continue
+		if len(l.Entries) == 0 || recordlog.IsAnnex(l.Id) {
+			continue // an annex rides with its log: a reset of it forgets both
 		}
 		h, err := parseSub(string(l.Id))
 		if err != nil {

@@ -19,7 +19,11 @@ type Sends struct {
 	From  time.Time
 	Times []time.Time
 	Units []int64
-	Grain time.Duration
+	// Exempt is, for each record, how many of its units exempt sends
+	// made (all of them, none, or in a bucket some): admitted past the
+	// rules, and counted as any.
+	Exempt []int64
+	Grain  time.Duration
 }
 
 // Historian is a Store that can say which sends a request's checks count,
@@ -40,6 +44,7 @@ func HistoryOn(src KeySource, p *Plan, now int64, checks int) ([]Sends, error) {
 		s := &p.Sections[si]
 		k, l := sectionLog(src, p, si, keys, now)
 		keys = append(keys, k)
+		exempt := k.ExemptUnits(nil, p.Sub(s), l, s.Grain)
 		for ri := s.R0; ri < s.R1; ri++ {
 			r := &p.Rules[ri]
 			from := now - r.Window
@@ -53,10 +58,11 @@ func HistoryOn(src KeySource, p *Plan, now int64, checks int) ([]Sends, error) {
 				first = func(t int64) bool { return t >= start }
 			}
 			h := Sends{From: time.UnixMilli(from), Grain: time.Duration(s.Grain) * time.Millisecond}
-			for _, e := range l.Entries {
+			for i, e := range l.Entries {
 				if first(e.T) {
 					h.Times = append(h.Times, time.UnixMilli(e.T))
 					h.Units = append(h.Units, e.C)
+					h.Exempt = append(h.Exempt, exempt[i])
 				}
 			}
 			out[r.check] = h

@@ -26,12 +26,16 @@ type Plan struct {
 	Raw      []recordlog.RawResult
 	checkSec []int                // section of each check
 	KeyLogs  []*recordlog.KeyLogs // each section's key, once looked up
+	// Exempt is the request's: every record it makes is marked exempt
+	// (recordlog's exempt marks), in the log of each section.
+	Exempt bool
 }
 
 // Section is one sub-log of one key and the rules that read it. All rules of
 // a section count the same weight, so they share one cost.
 type Section struct {
 	k0, k1, s1 int   // key is buf[k0:k1], sub-log id buf[k1:s1]
+	e0, e1     int   // an exempt plan's: the id of the log's exempt marks is buf[e0:e1]
 	R0, R1     int   // Plan.Rules[R0:R1]
 	Retention  int64 // ms, whole seconds: how long records stay
 	Grain      int64 // ms; 0 keeps every record, else records merge per grain
@@ -44,6 +48,10 @@ func (p *Plan) Key(s *Section) []byte { return p.buf[s.k0:s.k1] }
 
 // Sub is the id of the sub-log that s reads in its key.
 func (p *Plan) Sub(s *Section) []byte { return p.buf[s.k1:s.s1] }
+
+// ExemptID is the id of the exempt marks of s's sub-log, in an exempt
+// plan (recordlog.AppendExemptID).
+func (p *Plan) ExemptID(s *Section) []byte { return p.buf[s.e0:s.e1] }
 
 type planRule struct {
 	check             int
@@ -81,7 +89,7 @@ func (p *Plan) Reset() bool {
 		return false
 	}
 	p.buf, p.Sections, p.Rules, p.Raw = p.buf[:0], p.Sections[:0], p.Rules[:0], p.Raw[:0]
-	p.checkSec = p.checkSec[:0]
+	p.checkSec, p.Exempt = p.checkSec[:0], false
 	clear(p.KeyLogs)
 	p.KeyLogs = p.KeyLogs[:0]
 	return true
@@ -122,6 +130,9 @@ func (p *Plan) Build(prefix string, req *Request, approx time.Time) error {
 	if len(p.Sections) > maxSections {
 		return fmt.Errorf("a request reads %d logs; at most %d", len(p.Sections), maxSections)
 	}
+	if p.Exempt = req.Exempt; p.Exempt {
+		p.addExemptIDs()
+	}
 	for si := range p.Sections {
 		s := &p.Sections[si]
 		s.R0 = len(p.Rules)
@@ -160,6 +171,17 @@ func (p *Plan) Build(prefix string, req *Request, approx time.Time) error {
 		}
 	}
 	return nil
+}
+
+// addExemptIDs appends the id of each section's exempt marks to buf, so
+// that it outlives the decision as the sections' ids do.
+func (p *Plan) addExemptIDs() {
+	for si := range p.Sections {
+		s := &p.Sections[si]
+		s.e0 = len(p.buf)
+		p.buf = recordlog.AppendExemptID(p.buf, p.buf[s.k1:s.s1])
+		s.e1 = len(p.buf)
+	}
 }
 
 // section returns the section of check i of req: an earlier one with the

@@ -8,11 +8,12 @@ import (
 
 // This file is how a request's sending policy reaches the stores: a limit
 // per check (Check.Limit), shadow checks (Check.Shadow) and exempt requests
-// (Request.Exempt). The stores, Go and Lua alike, know none of it: a
+// (Request.Exempt). The stores, Go and Lua alike, decide none of it: a
 // waived rule is sent with liftedLimit, so it admits and records as any,
 // and its true answer is worked out here from what it counted. So the two
-// stores agree on policy as they agree on limits, and the wire format is
-// unchanged.
+// stores agree on policy as they agree on limits. All they know of exempt
+// is to mark what an exempt request records (Plan.Exempt), for support to
+// see; counting never reads the marks.
 
 // liftedLimit is the limit a store sees for a waived rule: more than any
 // log can count (counts fit in 48 bits on the wire; costs are far below).

@@ -20,6 +20,14 @@
 --          old bytes and prune by cutting the tail. Every admission gets a
 --          time later than any the sub-log has held (entries, tombs,
 --          floor), so an admission id names one admission, ever.
+--          Flags 4 to 128 are reserved for later layouts: a sub-log that
+--          sets any is refused (CORRUPT), never misread as counts.
+--          Format 2 (exempt marks): a sub-log whose id is "\1e" and then
+--          a log's id is that log's annex, not a log: its entries are the
+--          record times of the log's exempt records with their exempt
+--          units, merged per grain as the log's are. No rule's id starts
+--          with "\1", so a format 1 reader counts alike and copies it as
+--          a log it has no rule for (limiter/internal/recordlog/exempt.go).
 --
 -- ARGV[1]  op: OP_DECIDE decide and record, OP_DECIDE_ALL decide and
 --          record only if every decision of the run is admitted (the
@@ -34,16 +42,19 @@
 --          retention ms, grain ms, rule count, and per rule "<I6I6" limit,
 --          window ms, followed for a calendar rule (window 0) by "<I6I6I6I6"
 --          period starts.
---          ARGV[3] the decisions: "<I2" count D, then per decision "<I6B"
---          now (0 for the server's TIME), section count, and per section
---          "<I2I2I6" key index, spec index, cost.
+--          ARGV[3] the decisions: "<I2" count D, then per decision "<I6BB"
+--          now (0 for the server's TIME), section count, flags (1: exempt:
+--          each record it makes is marked in its log's annex), and per
+--          section "<I2I2I6" key index, spec index, cost.
 --          ARGV[4...] the sections' sub-log ids, in order.
 --          Decisions are decided in order, as if one by one: concurrent
 --          requests ride in one run.
 -- OP_REFUND: ARGV[2] now (0: TIME), ARGV[3] section count, then per
 --          section: key index, sub-log id, grain ms, record time, cost.
+--          A record refunded takes its units off the exempt mark at its
+--          time, if any.
 -- OP_RESET: ARGV[2] now (0: TIME), ARGV[3] section count, then per
---          section: key index, sub-log id.
+--          section: key index, sub-log id. The log's exempt marks go too.
 --
 -- Reply:
 --   OP_DECIDE, OP_DECIDE_ALL, OP_PEEK:
@@ -55,10 +66,14 @@
 --          is written: its record times name nothing.
 --   OP_REFUND: the number of sections whose record was given back.
 --   OP_RESET: the number of sub-logs forgotten.
--- Errors:  CLOCK_SKEW .. " ..." when now is outside a rule's period starts.
+-- Errors:  CLOCK_SKEW .. " ..." when now is outside a rule's period starts;
+--          CORRUPT .. " ..." for a sub-log of a later layout.
 
 local OP_DECIDE, OP_DECIDE_ALL, OP_PEEK, OP_REFUND, OP_RESET = 'd', 'a', 'p', 'r', 'x'
 local CLOCK_SKEW = 'CLOCKSKEW'
+local CORRUPT = 'CORRUPT'
+local EXEMPT_ANNEX = '\1e' -- prefix of the id of a log's exempt marks
+local DECISION_EXEMPT = 1 -- the decisions' flag of an exempt one
 local KEY_SLACK = 60000 -- ms a key outlives its last record's retention
 local WIDE_RETENTION_S = 4294967 -- retention (s) above which gaps take 6 bytes
 local MAX_ENTRIES = 65535 -- entries or tombs a sub-log can hold (I2 counts)
@@ -130,6 +145,9 @@ local function loadKey(ki, now)
   local pos, len = 1, #blob
   while pos <= len do
     local id, retS, flags, count, nt, newest, p = sunpack(HEADER, blob, pos)
+    if flags > 3 then
+      error({err = CORRUPT .. ' key ' .. KEYS[ki] .. ': a sub-log of a later layout (flags ' .. flags .. ')'})
+    end
     local gsize = gapSize(retS)
     local s = {id = id, ret = retS * 1000, weighted = flags % 2 == 1, count = count, ntombs = nt,
       latest = newest, gsize = gsize, r0 = pos, gpos = p, floor = 0}
@@ -368,6 +386,24 @@ local function record(s, now, cost, grain)
 end
 
 
+-- unmark takes cost units off the exempt mark at t, if any: a record
+-- refunded was exempt when its time is a mark's.
+local function unmark(m, t, cost)
+  local ts, cs = m.ts, m.cs
+  for i = 1, #ts do
+    if ts[i] == t then
+      if cs[i] <= cost then
+        table.remove(ts, i)
+        table.remove(cs, i)
+      else
+        cs[i] = cs[i] - cost
+      end
+      m.rawOld = FULL
+      return
+    end
+  end
+end
+
 local function refund(s, t, cost, grain, now)
   -- Past MAX_ENTRIES tombs the sub-log could not be stored: refuse the refund.
   if t <= s.floor or t <= now - s.ret or #s.tombs >= MAX_ENTRIES then return 0 end
@@ -426,8 +462,9 @@ if op == OP_DECIDE or op == OP_DECIDE_ALL or op == OP_PEEK then
   local reply, nr = {}, 0
   local touched, order = {}, {}
   for _ = 1, ndec do
-    local now, nsec
-    now, nsec, pos = sunpack('<I6B', dp, pos)
+    local now, nsec, dflags
+    now, nsec, dflags, pos = sunpack('<I6BB', dp, pos)
+    local exempt = dflags % (2 * DECISION_EXEMPT) >= DECISION_EXEMPT
     if now == 0 then now = clock(0) end
     local secs = {}
     local admitted = true
@@ -467,6 +504,12 @@ if op == OP_DECIDE or op == OP_DECIDE_ALL or op == OP_PEEK then
         s.ret = sec.spec.ret
         local merged
         t, merged = record(s, now, sec.cost, sec.spec.grain)
+        if exempt then
+          -- t is later than every mark: marks are times the log recorded.
+          local m = decode(k, subFor(k, EXEMPT_ANNEX .. sec.id, true), now)
+          m.ret = sec.spec.ret
+          record(m, t, sec.cost, sec.spec.grain)
+        end
         for r = 1, #rules do
           local window = rules[r].window
           -- The oldest record in a rolling window is unchanged, unless
@@ -506,6 +549,8 @@ if op == OP_REFUND or op == OP_RESET then
       if s and refund(decode(k, s, now), t, cost, grain, now) == 1 then
         done = done + 1
         touched[ki] = true
+        local m = k.subs[EXEMPT_ANNEX .. id]
+        if m then unmark(decode(k, m, now), t, cost) end
       end
     else
       a = a + 2
@@ -516,6 +561,11 @@ if op == OP_REFUND or op == OP_RESET then
         s.ts, s.cs, s.tombs, s.rawOld = {}, {}, {}, FULL
         done = done + 1
         touched[ki] = true
+        local m = k.subs[EXEMPT_ANNEX .. id]
+        if m then
+          decode(k, m, now)
+          m.ts, m.cs, m.tombs, m.rawOld = {}, {}, {}, FULL
+        end
       end
     end
   end

@@ -132,8 +132,7 @@ func (m *Store) Refund(ctx context.Context, id string) (bool, error) {
 		if k == nil {
 			continue
 		}
-		l := k.Find(p.Sub(s))
-		if l != nil && l.Refund(r.T, r.C, r.Grain, now) {
+		if k.Refund(p.Sub(s), r.T, r.C, r.Grain, now) {
 			given = true
 			k.RefreshExpiry()
 			tx.touch(k)
@@ -151,8 +150,7 @@ func (m *Store) Reset(ctx context.Context, req *limiter.Request) error {
 		for si := range p.Sections {
 			s := &p.Sections[si]
 			if k := tx.Lookup(p, si, now); k != nil {
-				if l := k.Find(p.Sub(s)); l != nil {
-					l.Forget()
+				if k.Forget(p.Sub(s)) {
 					k.RefreshExpiry()
 					tx.touch(k)
 				}

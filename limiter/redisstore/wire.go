@@ -25,6 +25,10 @@ const (
 	opReset     = "x" // forget every record of some sub-logs
 )
 
+// decisionExempt is the flag of an exempt decision in freqcap.lua's
+// decisions: its records are marked exempt.
+const decisionExempt = 1
+
 // clockSkew starts the error freqcap.lua raises when now is outside the
 // calendar periods it was sent (see classify).
 const clockSkew = "CLOCKSKEW"
@@ -116,7 +120,11 @@ func (ra *runArgs) specOf(p *limiter.Plan, sec *limiter.Section) int {
 // add appends the call's decision.
 func (ra *runArgs) add(c *call) {
 	ra.decs = recordlog.AppendUint(ra.decs, uint64(c.now), 6)
-	ra.decs = append(ra.decs, byte(len(c.secs)))
+	var flags byte
+	if c.p.Exempt {
+		flags |= decisionExempt
+	}
+	ra.decs = append(ra.decs, byte(len(c.secs)), flags)
 	for _, si := range c.secs {
 		sec := &c.p.Sections[si]
 		ra.decs = recordlog.AppendUint(ra.decs, uint64(ra.key(c.p.Key(sec))), 2)

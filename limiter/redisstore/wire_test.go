@@ -27,6 +27,8 @@ func TestWireConstantsMatchLua(t *testing.T) {
 			"WIDE_RETENTION_S": strconv.Itoa(recordlog.WideRetentionS),
 			"MAX_ENTRIES":      strconv.Itoa(recordlog.MaxEntries),
 			"MAX_COST":         strconv.Itoa(recordlog.MaxCost),
+			"EXEMPT_ANNEX":     luaEscape(recordlog.AppendExemptID(nil, nil)),
+			"DECISION_EXEMPT":  strconv.Itoa(decisionExempt),
 		},
 		"commit.lua": {
 			"WRITE_CHECK":  writeCheck,
@@ -34,7 +36,7 @@ func TestWireConstantsMatchLua(t *testing.T) {
 		},
 	}
 	// The scripts' own: the struct formats, and limits of Lua itself.
-	own := map[string]bool{"HEADER": true, "CHUNK": true, "FULL": true, "EMPTY": true}
+	own := map[string]bool{"HEADER": true, "CHUNK": true, "FULL": true, "EMPTY": true, "CORRUPT": true}
 	sources := map[string]string{"freqcap.lua": lua.Freqcap, "commit.lua": lua.Commit}
 	for file, want := range shared {
 		got := luaConstants(t, sources[file])
@@ -52,6 +54,20 @@ func TestWireConstantsMatchLua(t *testing.T) {
 			}
 		}
 	}
+}
+
+// luaEscape writes b as a Lua string literal's body: a control byte as a
+// decimal escape.
+func luaEscape(b []byte) string {
+	var out strings.Builder
+	for _, c := range b {
+		if c < 0x20 {
+			out.WriteString("\\" + strconv.Itoa(int(c)))
+		} else {
+			out.WriteByte(c)
+		}
+	}
+	return out.String()
 }
 
 // luaDecl is a top-level declaration of upper-case locals:

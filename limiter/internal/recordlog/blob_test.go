@@ -3,6 +3,8 @@ package recordlog
 import (
 	"bytes"
 	"testing"
+
+	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog/recordlogv1"
 )
 
 // decodeBlob reads what encodeBlob writes, for every kind of sub-log the
@@ -41,16 +43,44 @@ func TestBlobRoundTrip(t *testing.T) {
 
 // A value that is not a log (truncated, or anything at all) is an error,
 // never a panic; what decodes encodes back to the same bytes' meaning.
+// Format 1 (recordlogv1) reads every value format 2 reads, to the same
+// records, so a gateway of the older version counts alike; and no record
+// shows more exempt units than it holds, or fewer than none.
 func FuzzDecodeBlob(f *testing.F) {
 	k := KeyLogs{Subs: []namedLog{{Id: []byte("c=1"), SubLog: SubLog{Retention: 60_000, Entries: []Entry{{10, 1}, {20, 4}}, tombs: []int64{15}, floor: 5}}}}
 	good, _ := EncodeBlob(nil, &k)
 	f.Add(good)
 	f.Add(good[:len(good)-1])
 	f.Add([]byte("x"))
+	k.MarkExempt(AppendExemptID(nil, []byte("c=1")), 20, 3, 60_000, 0)
+	marked, _ := EncodeBlob(nil, &k)
+	f.Add(marked)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var k KeyLogs
 		if DecodeBlob(b, &k) != nil {
 			return
+		}
+		var k1 recordlogv1.KeyLogs
+		if err := recordlogv1.DecodeBlob(b, &k1); err != nil || len(k1.Subs) != len(k.Subs) {
+			t.Fatalf("format 1 reads %x apart: %v", b, err)
+		}
+		for i := range k.Subs {
+			l, l1 := &k.Subs[i], &k1.Subs[i]
+			if !bytes.Equal(l.Id, l1.Id) || len(l.Entries) != len(l1.Entries) {
+				t.Fatalf("format 1 reads sub-log %d apart", i)
+			}
+			for j, e := range l.Entries {
+				if e.T != l1.Entries[j].T || e.C != l1.Entries[j].C {
+					t.Fatalf("format 1 reads sub-log %d entry %d as %v, format 2 as %v", i, j, l1.Entries[j], e)
+				}
+			}
+			for _, grain := range []int64{0, 1000} {
+				for j, x := range k.ExemptUnits(nil, l.Id, &l.SubLog, grain) {
+					if x < 0 || x > l.Entries[j].C {
+						t.Fatalf("sub-log %d entry %v shows %d exempt units", i, l.Entries[j], x)
+					}
+				}
+			}
 		}
 		again, err := EncodeBlob(nil, &k)
 		if err != nil {
