@@ -76,10 +76,11 @@ func (h *Handler) storeDecideBatch(ctx context.Context, reqs []limiter.Request, 
 	got, err := h.store.DecideBatch(ctx, reqs, mode)
 	h.metrics.decide.observe(start, err)
 	if err != nil {
+		h.outage.failed(start, h.OnError) // once per request, as for a single send
 		return nil, err
 	}
 	if len(got) > 0 {
-		h.noteStore(got[0]) // once per request, as for a single send
+		h.noteStore(start, got[0]) // once per request, as for a single send
 	}
 	return got, nil
 }

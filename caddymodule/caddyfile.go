@@ -56,6 +56,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        address         <host:port>...
 //	        cluster
 //	        sentinel_master <master>
+//	        sentinel_username <user>
+//	        sentinel_password <password>
 //	        username        <user>
 //	        password        <password>
 //	        db              <n>
@@ -301,6 +303,10 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 			rc.Cluster, err = true, noArgs(d)
 		case "sentinel_master":
 			rc.SentinelMaster, err = oneArg(d)
+		case "sentinel_username":
+			rc.SentinelUsername, err = oneArg(d)
+		case "sentinel_password":
+			rc.SentinelPassword, err = oneArg(d)
 		case "username":
 			rc.Username, err = oneArg(d)
 		case "password":
@@ -350,6 +356,9 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 	}
 	if rc.Cluster && rc.DB != 0 {
 		return d.Err("redis cluster has only db 0")
+	}
+	if (rc.SentinelUsername != "" || rc.SentinelPassword != "") && rc.SentinelMaster == "" {
+		return d.Err("redis sentinel_username and sentinel_password need sentinel_master")
 	}
 	return nil
 }

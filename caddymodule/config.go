@@ -157,6 +157,8 @@ func (c *RedisConfig) resolve(repl *caddy.Replacer) redisstore.Config {
 	out.SentinelMaster = repl.ReplaceKnown(out.SentinelMaster, "")
 	out.Username = repl.ReplaceKnown(out.Username, "")
 	out.Password = repl.ReplaceKnown(out.Password, "")
+	out.SentinelUsername = repl.ReplaceKnown(out.SentinelUsername, "")
+	out.SentinelPassword = repl.ReplaceKnown(out.SentinelPassword, "")
 	out.TLSCA = repl.ReplaceKnown(out.TLSCA, "")
 	out.TLSServerName = repl.ReplaceKnown(out.TLSServerName, "")
 	out.Timeout = time.Duration(c.Timeout)

@@ -218,6 +218,8 @@ type Handler struct {
 	warns      *storeWarnings
 	// locals notes the decisions made locally under on_error local.
 	locals *storeWarnings
+	// outage logs the store answering again after it failed.
+	outage *storeOutage
 	// capSet is the handler's entry in the admin API's registry.
 	capSet *capset.CapSet
 }
@@ -232,8 +234,10 @@ func (*Handler) CaddyModule() caddy.ModuleInfo {
 
 // Provision fills in defaults, compiles the rules, takes the store from
 // the pool, creates the handler's metrics, makes it known to the admin
-// API by name and logs the store it uses; it does not wait on Redis,
-// which it checks in the background (startup.go).
+// API by name, logs the store it uses and checks Redis (startup.go,
+// bounded in time): a server that answers but refuses the login or a
+// command the store needs fails the load; one that does not answer is
+// logged, and on_error decides until it does.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	if h.Name == "" {
@@ -282,10 +286,14 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("frequency_cap %s: registering metrics: %w", h.Name, err)
 	}
 	reasons := newReasonCounters(h.Name)
-	h.warns = &storeWarnings{logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval, reasons: reasons}
-	h.locals = &storeWarnings{msg: "frequency cap store failing: deciding in the local store", logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval, reasons: reasons}
+	refusals := &refusalLog{logger: h.logger, handler: h.Name, onError: h.OnError, interval: refusalInterval}
+	h.warns = &storeWarnings{logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval, reasons: reasons, refusals: refusals}
+	h.locals = &storeWarnings{msg: "frequency cap store failing: deciding in the local store", logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval, reasons: reasons, refusals: refusals}
+	h.outage = &storeOutage{logger: h.logger, handler: h.Name}
 	h.capSet = h.register()
-	h.logStoreAtStart(ctx, cfg)
+	if err := h.checkStoreAtStart(ctx, cfg); err != nil {
+		return fmt.Errorf("frequency_cap %s: %w", h.Name, err)
+	}
 	return nil
 }
 

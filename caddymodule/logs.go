@@ -68,6 +68,9 @@ type storeWarnings struct {
 	interval time.Duration
 	// reasons counts every failure by reason (store_reasons.go).
 	reasons reasonCounters
+	// refusals, when set, logs the failures that are refusals instead
+	// (store_refusals.go): they last until someone acts.
+	refusals *refusalLog
 
 	mu      sync.Mutex
 	timer   *time.Timer // set while an interval is running
@@ -76,9 +79,16 @@ type storeWarnings struct {
 	lastErr error
 }
 
-// add notes one failure of the store operation op.
-func (w *storeWarnings) add(op string, err error) {
+// add notes one failure of the store operation op, now.
+func (w *storeWarnings) add(op string, err error) { w.addAt(time.Now(), op, err) }
+
+// addAt notes one failure of the store operation op at now.
+func (w *storeWarnings) addAt(now time.Time, op string, err error) {
 	w.reasons.count(err)
+	if w.refusals != nil && redisstore.IsRefusal(err) {
+		w.refusals.add(now, op, err)
+		return
+	}
 	w.mu.Lock()
 	if w.timer != nil {
 		w.pending++

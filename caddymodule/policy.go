@@ -45,13 +45,15 @@ func (h *Handler) decide(ctx context.Context, req *limiter.Request, quiet []quie
 		h.metrics.decide.observe(start, err)
 		switch {
 		case err == nil:
-			h.noteStore(d)
+			h.noteStore(start, d)
 		case !refused:
+			h.outage.failed(start, h.OnError)
 			return nil, err
 		default:
 			// The answer carries the quiet rules alone: drop the checks
 			// the store did not answer for, so that Results and Checks
 			// stay parallel.
+			h.outage.failed(start, "")
 			h.warns.add(opUsage, err)
 			d, req.Checks = nil, req.Checks[:0]
 		}
@@ -82,12 +84,15 @@ func addQuiet(req *limiter.Request, d *limiter.Decision, quiet []quietHit) {
 	}
 }
 
-// noteStore counts which store made a decision, and notes a local one.
-func (h *Handler) noteStore(d *limiter.Decision) {
+// noteStore counts which store made a decision asked for at now, and
+// notes a local one (the store failed) or the store answering.
+func (h *Handler) noteStore(now time.Time, d *limiter.Decision) {
 	if d.Fallback == nil {
 		h.metrics.byStore.Inc()
+		h.outage.answered(now)
 		return
 	}
+	h.outage.failed(now, OnErrorLocal)
 	h.metrics.byLocal.Inc()
 	h.metrics.decide.errors.Inc()
 	h.locals.add(opDecide, d.Fallback)

@@ -14,14 +14,15 @@ import (
 
 // This file makes a misconfigured store loud at start. Provision logs
 // which store each cap set uses and where; for Redis it then checks the
-// store in the background (redisstore.Store.CheckStart, a few commands per
-// node, bounded by startCheckTimeout) and logs what the operator must act
-// on: a store that cannot be reached (every decision would go to
-// on_error), a command or key the Redis user may not use, an eviction
-// policy that may delete counts, or that the policy could not be read.
-// Without it the first sign of a wrong address was a warning at the first
-// request, and with on_error local a gateway quietly ran on a share of
-// every limit. Last it logs which write each node takes (write_paths.go).
+// store (redisstore.Store.CheckStart, a few commands per node, and under
+// Sentinel Config.CheckSentinels; bounded by startCheckTimeout). A server
+// that answered and refused the login or a command the store needs fails
+// the load: under on_error allow it would otherwise have turned every cap
+// off. The rest is logged for the operator to act on: a store that cannot
+// be reached (every decision goes to on_error until it answers), an
+// eviction policy that may delete counts, or that the policy could not be
+// read. Last it logs, in the background, which write each node takes
+// (write_paths.go).
 
 // startCheckTimeout bounds the start check: enough to dial every node of
 // a cluster once with the default timeouts, short enough that a reload
@@ -69,33 +70,50 @@ func (h *Handler) storeFields(cfg *redisstore.Config) []zap.Field {
 	return fields
 }
 
-// logStoreAtStart logs the cap set's store at info and, for Redis, starts
-// the start check; ctx ends the check early when the config is unloaded.
-func (h *Handler) logStoreAtStart(ctx caddy.Context, cfg *redisstore.Config) {
+// checkStoreAtStart logs the cap set's store at info and, for Redis, runs
+// the start check before Provision returns, bounded by
+// startCheckTimeout: a server that answered but refused the login or a
+// command the store needs fails the load (refusalError); anything else
+// it found is logged, and the write paths are then looked up in the
+// background. ctx ends the background work when the config is unloaded.
+func (h *Handler) checkStoreAtStart(ctx caddy.Context, cfg *redisstore.Config) error {
 	fields := h.storeFields(cfg)
 	h.logger.Info("frequency cap store", fields...)
 	p := pooled(h.storeKey)
 	if p == nil {
-		return
+		return nil
 	}
 	s, ok := p.store.(*redisstore.Store)
 	if !ok {
-		return
+		return nil
 	}
+	cctx, cancel := context.WithTimeout(ctx, startCheckTimeout)
+	check := startCheck(cctx, s, cfg)
+	cancel()
+	if err := refusalError(check, cfg); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return nil // unloaded meanwhile: what was cut short is no news
+	}
+	logStartCheck(h.logger, check, fields)
 	logger := h.logger
 	go func() {
-		cctx, cancel := context.WithTimeout(ctx, startCheckTimeout)
-		check := s.CheckStart(cctx)
-		cancel()
-		if ctx.Err() != nil {
-			return // unloaded meanwhile: what was cut short is no news
-		}
-		logStartCheck(logger, check, fields)
-		// Its own time: a check that waited on a down node used its own.
 		wctx, cancel := context.WithTimeout(ctx, startCheckTimeout)
 		defer cancel()
 		logWritePaths(wctx, logger, p, cfg.Cluster, fields)
 	}()
+	return nil
+}
+
+// startCheck runs the store's start check and, under Sentinel, asks the
+// sentinels too, at once; the sentinels come first in Nodes.
+func startCheck(ctx context.Context, s *redisstore.Store, cfg *redisstore.Config) redisstore.StartCheck {
+	sentinels := make(chan []redisstore.NodeCheck, 1)
+	go func() { sentinels <- cfg.CheckSentinels(ctx) }()
+	check := s.CheckStart(ctx)
+	check.Nodes = append(<-sentinels, check.Nodes...)
+	return check
 }
 
 // redisStore is the handler's Redis store, or nil for the memory store.
@@ -108,26 +126,30 @@ func (h *Handler) redisStore() *redisstore.Store {
 	return s
 }
 
-// logStartCheck logs what a start check found that needs the operator, or
-// one line saying that the store is ready.
+// logStartCheck logs what a start check without refusals (refusalError)
+// found that needs the operator, or one line saying that the store is
+// ready.
 func logStartCheck(logger *zap.Logger, check redisstore.StartCheck, fields []zap.Field) {
 	with := func(more ...zap.Field) []zap.Field { return append(append([]zap.Field{}, fields...), more...) }
 	if check.Err != nil && len(check.Nodes) == 0 {
 		logger.Warn("frequency cap store unreachable at start: decisions go to on_error until it answers", with(zap.Error(check.Err))...)
 		return
 	}
-	ready, unreachable := 0, 0
+	ready, unreachable, sentinels := 0, 0, 0
 	var servers, policies []string
 	for _, n := range check.Nodes {
 		node := zap.String("node", n.Node)
 		if n.Err != nil {
 			unreachable++
+			if n.Sentinel {
+				node = zap.String("sentinel", n.Node)
+			}
 			logger.Warn("frequency cap store unreachable at start: decisions go to on_error until it answers", with(node, zap.Error(n.Err))...)
 			continue
 		}
-		for _, r := range n.Refused {
-			logger.Warn("frequency cap store: the redis user may not run a command the store needs: decisions fail until it may",
-				with(node, zap.String("command", r.Command), zap.String("keys", r.Keys), zap.Bool("in_script", r.InScript), zap.String("reason", r.Reason))...)
+		if n.Sentinel {
+			sentinels++
+			continue
 		}
 		switch {
 		case redisstore.EvictsCounts(n.EvictionPolicy):
@@ -137,9 +159,7 @@ func logStartCheck(logger *zap.Logger, check redisstore.StartCheck, fields []zap
 			logger.Info("frequency cap store: could not read the eviction policy (grant +info to let the gateway check): make sure maxmemory-policy is noeviction",
 				with(node, zap.NamedError("reason", n.PolicyErr))...)
 		}
-		if len(n.Refused) == 0 {
-			ready++
-		}
+		ready++
 		if n.Server != "" {
 			servers = append(servers, n.Node+" "+n.Server)
 		}
@@ -151,10 +171,52 @@ func logStartCheck(logger *zap.Logger, check redisstore.StartCheck, fields []zap
 		logger.Warn("frequency cap store unreachable at start: decisions go to on_error until it answers", with(zap.Error(check.Err))...)
 		return
 	}
-	if check.Err == nil && ready == len(check.Nodes) {
+	if check.Err == nil && ready+sentinels == len(check.Nodes) {
 		logger.Info("frequency cap store ready", with(zap.Int("nodes", ready), zap.Strings("servers", servers), zap.String("maxmemory_policy", strings.Join(dedupe(policies), ",")))...)
 	}
 }
+
+// refusalError is the error that stops a config from loading when the
+// check found a server that answered and refused the login (WRONGPASS,
+// NOAUTH) or a command the store needs (NOPERM): not an outage that
+// on_error may cover, since it lasts until someone changes the config or
+// the server's users, and under on_error allow it would leave every
+// recipient, or on a cluster every recipient of that node, uncapped. It
+// names each server, the user and what the server said.
+func refusalError(check redisstore.StartCheck, cfg *redisstore.Config) error {
+	rs := check.Refusals()
+	if len(rs) == 0 {
+		return nil
+	}
+	user := cfg.Username
+	if cfg.URL != "" {
+		if opt, err := redis.ParseURL(cfg.URL); err == nil {
+			user = opt.Username
+		}
+	}
+	errs := make(refusals, len(rs))
+	for i, r := range rs {
+		r.User = user
+		if r.Sentinel {
+			r.User = cfg.SentinelUsername
+		}
+		errs[i] = r
+	}
+	return errs
+}
+
+// refusals are the servers' refusals found at start, as one error.
+type refusals []error
+
+func (rs refusals) Error() string {
+	msgs := make([]string, len(rs))
+	for i, r := range rs {
+		msgs[i] = r.Error()
+	}
+	return strings.Join(msgs, "; ") + " (a configuration error, not an outage: fix the username and password, or grant the user what docs/operations.md lists)"
+}
+
+func (rs refusals) Unwrap() []error { return rs }
 
 // dedupe returns ss without repeats, in order.
 func dedupe(ss []string) []string {

@@ -22,7 +22,10 @@ type Sentinel struct {
 	// Master and Replica are the data nodes as started; a failover swaps
 	// their roles.
 	Master, Replica *Server
-	sentinel        *Server
+	// Username and Password are the sentinel's own login, as
+	// StartSentinelWithAuth set it; "" without one.
+	Username, Password string
+	sentinel           *Server
 }
 
 // SentinelMasterName is the master name StartSentinel configures.
@@ -32,9 +35,18 @@ const SentinelMasterName = "freqcap-master"
 // the replica is in sync and the sentinel knows both.
 func StartSentinel(tb testing.TB) *Sentinel {
 	tb.Helper()
+	return StartSentinelWithAuth(tb, "", "")
+}
+
+// StartSentinelWithAuth is StartSentinel with a login on the sentinel
+// itself (not on the data nodes): requirepass password and, when user is
+// not "", an ACL user of that name with the same password, allowed
+// everything. The helpers of Sentinel log in with them.
+func StartSentinelWithAuth(tb testing.TB, user, password string) *Sentinel {
+	tb.Helper()
 	path := need(tb)
 	ctx := context.Background()
-	st := &Sentinel{MasterName: SentinelMasterName}
+	st := &Sentinel{MasterName: SentinelMasterName, Username: user, Password: password}
 	st.Master = startPlain(tb, path)
 	st.Replica = startPlain(tb, path, "--replicaof", "127.0.0.1", strconv.Itoa(st.Master.Port))
 	rc := redis.NewClient(&redis.Options{Addr: st.Replica.Addr})
@@ -62,6 +74,12 @@ func StartSentinel(tb testing.TB) *Sentinel {
 			"sentinel down-after-milliseconds %[3]s 1000\n"+
 			"sentinel failover-timeout %[3]s 5000\n",
 			ports[0], dir, st.MasterName, st.Master.Port)
+		if password != "" {
+			conf += fmt.Sprintf("requirepass %q\n", password)
+		}
+		if user != "" {
+			conf += fmt.Sprintf("user %s on >%s ~* &* +@all\n", user, password)
+		}
 		confPath := dir + "/sentinel.conf"
 		if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 			tb.Fatal(err)
@@ -78,7 +96,7 @@ func StartSentinel(tb testing.TB) *Sentinel {
 	if st.sentinel == nil {
 		tb.Fatalf("starting redis sentinel: %v", lastErr)
 	}
-	sc := redis.NewSentinelClient(&redis.Options{Addr: st.Addr})
+	sc := st.client()
 	defer sc.Close()
 	waitUntil(tb, 15*time.Second, "the sentinel to know the master and the replica", func() error {
 		addr, err := sc.GetMasterAddrByName(ctx, st.MasterName).Result()
@@ -103,7 +121,7 @@ func StartSentinel(tb testing.TB) *Sentinel {
 // MasterAddr asks the sentinel which address is the master now.
 func (st *Sentinel) MasterAddr(tb testing.TB) string {
 	tb.Helper()
-	sc := redis.NewSentinelClient(&redis.Options{Addr: st.Addr})
+	sc := st.client()
 	defer sc.Close()
 	addr, err := sc.GetMasterAddrByName(context.Background(), st.MasterName).Result()
 	if err != nil || len(addr) != 2 {
@@ -120,7 +138,7 @@ func (st *Sentinel) MasterAddr(tb testing.TB) string {
 func (st *Sentinel) Failover(tb testing.TB) time.Duration {
 	tb.Helper()
 	ctx := context.Background()
-	sc := redis.NewSentinelClient(&redis.Options{Addr: st.Addr})
+	sc := st.client()
 	defer sc.Close()
 	start := time.Now()
 	if err := sc.Failover(ctx, st.MasterName).Err(); err != nil {
@@ -143,6 +161,11 @@ func (st *Sentinel) Failover(tb testing.TB) time.Duration {
 	})
 	st.Master, st.Replica = st.Replica, st.Master
 	return time.Since(start)
+}
+
+// client is a client of the sentinel, logged in as the sentinel wants.
+func (st *Sentinel) client() *redis.SentinelClient {
+	return redis.NewSentinelClient(&redis.Options{Addr: st.Addr, Username: st.Username, Password: st.Password})
 }
 
 // startPlain starts a standalone redis-server (base settings plus args) and

@@ -26,10 +26,18 @@ type Config struct {
 	Cluster bool `json:"cluster,omitempty"`
 	// SentinelMaster names the master that the sentinels at Addresses watch.
 	SentinelMaster string `json:"sentinel_master,omitempty"`
-	// Username and Password authenticate (ACL user or requirepass). None by
-	// default.
+	// Username and Password authenticate (ACL user or requirepass) with
+	// the data nodes: the server, the master and replicas Sentinel names,
+	// or every node of a cluster. None by default.
 	Username string `json:"username,omitempty"`
 	Password string `json:"password,omitempty"`
+	// SentinelUsername and SentinelPassword authenticate with the
+	// sentinels themselves (a sentinel's requirepass, or an ACL user on
+	// it), which need not be the data nodes' user. Only with
+	// SentinelMaster. None by default: the sentinels are asked without a
+	// login.
+	SentinelUsername string `json:"sentinel_username,omitempty"`
+	SentinelPassword string `json:"sentinel_password,omitempty"`
 	// DB selects the database (standalone and Sentinel only). Default 0.
 	DB int `json:"db,omitempty"`
 	// TLS turns TLS on. Default off.
@@ -94,6 +102,9 @@ func (c *Config) Validate() error {
 	if c.Cluster && c.DB != 0 {
 		return fmt.Errorf("redis: a cluster has only database 0")
 	}
+	if (c.SentinelUsername != "" || c.SentinelPassword != "") && c.SentinelMaster == "" {
+		return fmt.Errorf("redis: sentinel_username and sentinel_password need sentinel_master")
+	}
 	if c.Timeout < 0 || c.DialTimeout < 0 || c.PoolSize < 0 || c.DB < 0 {
 		return fmt.Errorf("redis: timeouts, pool_size and db must not be negative")
 	}
@@ -146,6 +157,8 @@ func (c *Config) NewClient() (redis.UniversalClient, error) {
 		MasterName:            c.SentinelMaster,
 		Username:              c.Username,
 		Password:              c.Password,
+		SentinelUsername:      c.SentinelUsername,
+		SentinelPassword:      c.SentinelPassword,
 		DB:                    c.DB,
 		DialTimeout:           dial,
 		ReadTimeout:           timeout,

@@ -18,8 +18,8 @@ import (
 var errStoreClosed = fmt.Errorf("%w: store closed", limiter.ErrStore)
 
 // classify wraps a client error in ErrTimeout, ErrClockSkew,
-// ErrOutOfMemory, ErrNoPermission or ErrStore (the last two wrap ErrStore
-// too).
+// ErrOutOfMemory, ErrLoginRefused, ErrNoPermission or ErrStore (the
+// three before it wrap ErrStore too).
 func classify(err error) error {
 	var ne net.Error
 	switch {
@@ -29,6 +29,8 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %v", limiter.ErrClockSkew, err)
 	case outOfMemory(err.Error()):
 		return fmt.Errorf("%w: %v", ErrOutOfMemory, err)
+	case IsLoginRefusal(err):
+		return fmt.Errorf("%w: %v", ErrLoginRefused, err)
 	case IsPermissionRefusal(err):
 		return fmt.Errorf("%w: %v", ErrNoPermission, err)
 	}

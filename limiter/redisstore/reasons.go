@@ -49,7 +49,7 @@ const (
 // Reason names why a store call failed with err, as one of the Reason
 // constants: timeout (no answer within the timeout), unreachable (no
 // connection: refused, reset, closed), out_of_memory (ErrOutOfMemory),
-// no_permission (ErrNoPermission, or a refused password), refused (a
+// no_permission (ErrNoPermission, or ErrLoginRefused), refused (a
 // refusal Redis makes before running a command, such as CLUSTERDOWN or
 // LOADING, still there when the store's retries ran out; see
 // refusals.go), clock_skew, or other. It returns "" for nil.
@@ -63,7 +63,7 @@ func Reason(err error) string {
 		return ReasonTimeout
 	case errors.Is(err, ErrOutOfMemory):
 		return ReasonOutOfMemory
-	case errors.Is(err, ErrNoPermission) || strings.Contains(err.Error(), "WRONGPASS ") || strings.Contains(err.Error(), "NOAUTH "):
+	case IsRefusal(err):
 		return ReasonPermission
 	case errors.Is(err, limiter.ErrClockSkew):
 		return ReasonClockSkew

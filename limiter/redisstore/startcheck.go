@@ -26,8 +26,9 @@ var startCheckScript = redis.NewScript(lua.StartCheck)
 type StartCheck struct {
 	// Err is set when the store could not be asked at all: no node
 	// answered (down, a wrong address, a refused password), or a cluster's
-	// slot map could not be read. Decisions then go to on_error until it
-	// answers.
+	// slot map could not be read. A refused login or command is a
+	// configuration error (Refusals); anything else is an outage, and
+	// decisions go to on_error until the store answers.
 	Err error
 	// Nodes are the nodes asked: the server (the master, under Sentinel),
 	// or every master of a cluster.
@@ -39,6 +40,9 @@ type NodeCheck struct {
 	// Node is the node's address as the client dials it ("sentinel" for
 	// the master a Sentinel client follows).
 	Node string
+	// Sentinel is set for a sentinel itself (Config.CheckSentinels);
+	// Server then names the master it watches.
+	Sentinel bool
 	// Err is why the node could not be asked.
 	Err error
 	// Refused lists what the store needs that the user may not do.
@@ -91,19 +95,6 @@ func (r Refusal) String() string {
 // policy reports false.
 func EvictsCounts(policy string) bool {
 	return policy != "" && policy != "noeviction"
-}
-
-// IsPermissionRefusal reports whether err is a refusal by the server's
-// ACL (the command, or a key, is not the user's), however the server
-// words it: NOPERM, "ACL failure in script" (Redis 8, Valkey 8) or Redis
-// 7.0's sentence for a call inside a script.
-func IsPermissionRefusal(err error) bool {
-	if err == nil {
-		return false
-	}
-	m := err.Error()
-	return strings.HasPrefix(m, "NOPERM ") || strings.Contains(m, ": NOPERM ") ||
-		strings.Contains(m, "ACL failure in script") || strings.Contains(m, "The user executing the script can't")
 }
 
 // CheckStart asks the store's Redis what a gateway needs to know at start
@@ -207,7 +198,7 @@ func nodeName(c any) string {
 			return addr
 		}
 	}
-	return "sentinel"
+	return sentinelNode
 }
 
 // checkNode asks one node, through c, in one pipeline.

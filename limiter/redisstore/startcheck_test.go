@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -184,30 +183,6 @@ func TestCheckStartReadsEvictionPolicy(t *testing.T) {
 	check := checkStore(t, Config{Addresses: []string{srv.Addr}, Username: "gw", Password: "secret", Timeout: time.Second}, "freqcap:")
 	if p := check.Nodes[0].EvictionPolicy; p != "allkeys-lru" {
 		t.Errorf("through CONFIG GET: policy %q (%v)", p, check.Nodes[0].PolicyErr)
-	}
-}
-
-// IsPermissionRefusal knows every server's wording of an ACL refusal, and
-// nothing else.
-func TestIsPermissionRefusal(t *testing.T) {
-	for _, c := range []struct {
-		msg string
-		ok  bool
-	}{
-		{"NOPERM this user has no permissions to run the 'config|get' command", true},
-		{"frequency cap store failed: NOPERM No permissions to access a key", true},
-		{"ERR ACL failure in script: User gw has no permissions to run the 'get' command script: 6b..., on @user_script:1.", true},
-		{"ERR The user executing the script can't run this command or subcommand script: 6b...", true},
-		{"WRONGPASS invalid username-password pair or user is disabled.", false},
-		{"OOM command not allowed when used memory > 'maxmemory'.", false},
-		{"NOSCRIPT No matching script. Please use EVAL.", false},
-	} {
-		if got := IsPermissionRefusal(errors.New(c.msg)); got != c.ok {
-			t.Errorf("%q: %v, want %v", c.msg, got, c.ok)
-		}
-	}
-	if IsPermissionRefusal(nil) {
-		t.Error("nil is a refusal")
 	}
 }
 

@@ -1,0 +1,151 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file turns what a start check found into the refusals that must
+// stop a configuration from loading: a server that answered and refused
+// the login, or a command the store needs. Waiting mends neither, and
+// under on_error allow either would leave every recipient uncapped, so a
+// gateway must not start on them. A server that did not answer is an
+// outage, left to on_error.
+
+// RefusedError is one server's refusal found at start: of the login, or
+// of the commands in Refused.
+type RefusedError struct {
+	// Node is the server's address as dialed, "sentinel" for the master
+	// a Sentinel client follows, or "cluster" for the seed nodes of a
+	// cluster whose slot map could not be read.
+	Node string
+	// Sentinel is set when the server is a sentinel (asked with the
+	// sentinel credentials), not a data node.
+	Sentinel bool
+	// User is the user the gateway logged in as, for the message ("":
+	// the default user); the caller fills it in, the store does not
+	// know it.
+	User string
+	// Login is the server's refusal of the login (WRONGPASS, NOAUTH), or
+	// nil.
+	Login error
+	// Refused are the commands the user may not run.
+	Refused []Refusal
+}
+
+func (e *RefusedError) Error() string {
+	what := "redis"
+	if e.Sentinel {
+		what = "redis sentinel"
+	}
+	user := "the default user"
+	if e.User != "" {
+		user = fmt.Sprintf("user %q", e.User)
+	}
+	if e.Login != nil {
+		return fmt.Sprintf("%s at %s refused the login of %s: %v", what, e.Node, user, e.Login)
+	}
+	rs := make([]string, len(e.Refused))
+	for i, r := range e.Refused {
+		rs[i] = r.String()
+	}
+	return fmt.Sprintf("%s at %s refused %s what the store needs: %s", what, e.Node, user, strings.Join(rs, "; "))
+}
+
+// Unwrap makes errors.Is find ErrLoginRefused or ErrNoPermission.
+func (e *RefusedError) Unwrap() error {
+	if e.Login != nil {
+		return ErrLoginRefused
+	}
+	return ErrNoPermission
+}
+
+// Refusals returns each node's refusal, in the order the nodes were
+// asked; none when every node that answered lets the store do what it
+// needs. The master a Sentinel client follows is left out when a
+// sentinel refused: it could not be reached but through one.
+func (c StartCheck) Refusals() []*RefusedError {
+	var out []*RefusedError
+	sentinelRefused := false
+	for _, n := range c.Nodes {
+		var e *RefusedError
+		switch {
+		case LoginRefusal(n.Err) != nil:
+			e = &RefusedError{Node: n.Node, Sentinel: n.Sentinel, Login: LoginRefusal(n.Err)}
+		case n.Err == nil && len(n.Refused) > 0:
+			e = &RefusedError{Node: n.Node, Sentinel: n.Sentinel, Refused: n.Refused}
+		default:
+			continue
+		}
+		if n.Node == sentinelNode && sentinelRefused {
+			continue
+		}
+		sentinelRefused = sentinelRefused || n.Sentinel
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		if login := LoginRefusal(c.Err); login != nil {
+			out = append(out, &RefusedError{Node: "cluster", Login: login})
+		}
+	}
+	return out
+}
+
+// sentinelNode is the name of the master a Sentinel client follows.
+const sentinelNode = "sentinel"
+
+// CheckSentinels asks each sentinel of a Sentinel config, with the
+// sentinel credentials, for the master it watches (SENTINEL
+// GET-MASTER-ADDR-BY-NAME, what go-redis asks first), so that a refusal
+// names the sentinel that made it: go-redis's own error says only that
+// every sentinel was "unreachable". It returns nothing for other configs.
+// ctx bounds the whole check.
+func (c *Config) CheckSentinels(ctx context.Context) []NodeCheck {
+	if c.SentinelMaster == "" {
+		return nil
+	}
+	timeout := c.EffectiveTimeout()
+	dial := c.DialTimeout
+	if dial == 0 {
+		dial = timeout
+	}
+	var tc *tls.Config
+	var tcErr error
+	if c.TLS {
+		tc, tcErr = c.tlsConfig()
+	}
+	out := make([]NodeCheck, len(c.Addresses))
+	var wg sync.WaitGroup
+	for i, addr := range c.Addresses {
+		out[i] = NodeCheck{Node: addr, Sentinel: true}
+		if tcErr != nil {
+			out[i].Err = tcErr
+			continue
+		}
+		opt := &redis.Options{Addr: addr, Username: c.SentinelUsername, Password: c.SentinelPassword, TLSConfig: tc,
+			DialTimeout: dial, ReadTimeout: timeout, WriteTimeout: timeout, ContextTimeoutEnabled: true, Dialer: c.dialer}
+		opt.MaxRetries, opt.DialerRetries, opt.DialerRetryTimeout = failFast()
+		wg.Add(1)
+		go func(nc *NodeCheck) {
+			defer wg.Done()
+			sc := redis.NewSentinelClient(opt)
+			defer sc.Close()
+			addr, err := sc.GetMasterAddrByName(ctx, c.SentinelMaster).Result()
+			switch {
+			case IsPermissionRefusal(err):
+				nc.Refused = []Refusal{{Command: "sentinel|get-master-addr-by-name", Reason: err.Error()}}
+			case err != nil:
+				nc.Err = err
+			case len(addr) == 2:
+				nc.Server = "master " + addr[0] + ":" + addr[1]
+			}
+		}(&out[i])
+	}
+	wg.Wait()
+	return out
+}
