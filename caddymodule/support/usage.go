@@ -455,7 +455,7 @@ func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail 
 		switch {
 		case !isDim && !isInput && !isZone:
 			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k,
-				Reason: fmt.Sprintf("unknown dimension %q (%s has %s)", k, cs.Name, strings.Join(paramNames(cs, q.inputs), ", "))}
+				Reason: fmt.Sprintf("unknown dimension %q (%s has %s%s)", k, cs.Name, strings.Join(dimensionNames(cs), ", "), alsoTakes(q.inputs))}
 		case len(vs) != 1 && isDim:
 			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k, Reason: fmt.Sprintf("%s given %d times", k, len(vs))}
 		case len(vs) != 1:
@@ -481,12 +481,15 @@ func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail 
 	return q, zoneGiven, nil
 }
 
-// paramNames lists what a query of cs may give: its dimensions, then its
-// inputs' parameters.
-func paramNames(cs *capset.CapSet, inputs []input) []string {
-	names := dimensionNames(cs)
-	for _, in := range inputs {
-		names = append(names, in.Param)
+// alsoTakes names the inputs' parameters, for a list of what a query
+// may give after the dimensions.
+func alsoTakes(inputs []input) string {
+	if len(inputs) == 0 {
+		return ""
 	}
-	return names
+	names := make([]string, len(inputs))
+	for i, in := range inputs {
+		names[i] = in.Param
+	}
+	return "; it also takes " + strings.Join(names, ", ")
 }
