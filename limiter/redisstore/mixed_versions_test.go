@@ -1,0 +1,466 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freqcap/caddy-freqcap/internal/redistest"
+	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/internal/limitertest"
+	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog"
+	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog/recordlogv1"
+	"github.com/freqcap/caddy-freqcap/limiter/memstore"
+)
+
+// freqcapV1 is lua/freqcap.lua before exempt marks (commit 1a3f583):
+// the script a gateway of the older version runs, with its wire (no
+// decision flags).
+//
+//go:embed testdata/freqcap_v1.lua
+var freqcapV1 string
+
+// TestMixedVersionsShareOneRedis is an upgrade in progress: gateways of
+// the older version (format 1: its script, and its Go codec deciding and
+// writing back as the Go path does) and of the newer (format 2: the store
+// deciding in Go, and in the script) decide, refund and reset in turn over
+// one Redis, at random, exempt sends among them. Every decision, refund
+// and count is the one a memory store of the newer version makes alone,
+// so counting stays exact across the upgrade; the timeline a newer gateway
+// reads marks exactly the exempt sends newer gateways made in the log
+// that keeps every send, and never more units than a bucket holds.
+func TestMixedVersionsShareOneRedis(t *testing.T) {
+	ctx := context.Background()
+	client := redistest.Client(t)
+	const prefix = "mixed:"
+	clock := &limitertest.FixedClock{T: time.Date(2026, 3, 9, 23, 58, 0, 0, time.UTC)}
+	newGo := New(client, Options{Prefix: prefix, Now: clock.Now, Timeout: 2 * time.Second, GoBatchMin: 1})
+	newScript := New(client, Options{Prefix: prefix, Now: clock.Now, Timeout: 2 * time.Second, ScriptOnly: true})
+	ref := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1})
+	t.Cleanup(func() { newGo.Close(); newScript.Close(); ref.Close() })
+	old := &oldGateway{c: client, script: redis.NewScript(freqcapV1)}
+
+	r10 := &limiter.Rule{Name: "r10", By: []string{"r"}, Limit: 5, Window: limiter.Window{Duration: 10 * time.Second}}
+	r60 := &limiter.Rule{Name: "r60", By: []string{"r"}, Limit: 12, Window: limiter.Window{Duration: time.Minute}}
+	day := &limiter.Rule{Name: "day", By: []string{"r"}, Limit: 30, Window: limiter.Window{Unit: limiter.Day}}
+	// Over 1,000: its log merges records into buckets.
+	budget := &limiter.Rule{Name: "budget", By: []string{"c"}, Limit: 3000, Window: limiter.Window{Duration: time.Hour}, Weight: "units"}
+	rules := []*limiter.Rule{r10, r60, day, budget}
+
+	type made struct {
+		redisID, refID string
+		exempt, byNew  bool
+	}
+	byTime := map[int64]made{} // the exact log's records, by time
+	var ids []made
+	rng := rand.New(rand.NewSource(7))
+	gateways := []string{"newer in Go", "newer in the script", "older script", "older Go"}
+	for i := 0; i < 400; i++ {
+		clock.T = clock.T.Add(time.Duration(rng.Intn(2500)) * time.Millisecond)
+		who := rng.Intn(len(gateways))
+		req := &limiter.Request{Now: clock.T, Exempt: rng.Intn(4) == 0}
+		for _, r := range rules {
+			c := limiter.Check{Rule: r, Cost: 1, Values: []string{"amy"}}
+			if r == budget {
+				c.Values, c.Cost = []string{"promo"}, 1+int64(rng.Intn(400))
+			}
+			req.Checks = append(req.Checks, c)
+		}
+		switch op := rng.Intn(20); {
+		case op == 0 && len(ids) > 0:
+			m := ids[rng.Intn(len(ids))]
+			want, err := ref.Refund(ctx, m.refID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bool
+			switch who {
+			case 0:
+				got, err = newGo.Refund(ctx, m.redisID)
+			case 1:
+				got, err = newScript.Refund(ctx, m.redisID)
+			default:
+				got, err = old.refund(ctx, m.redisID, clock.T.UnixMilli(), who == 3)
+			}
+			if err != nil || got != want {
+				t.Fatalf("step %d: refund by the %s gave %v, %v; alone the newer gives %v", i, gateways[who], got, err, want)
+			}
+			continue
+		case op == 1:
+			reset := &limiter.Request{Now: clock.T, Checks: req.Checks[:1]}
+			if err := ref.Reset(ctx, reset); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			switch who {
+			case 0:
+				err = newGo.Reset(ctx, reset)
+			case 1:
+				err = newScript.Reset(ctx, reset)
+			default:
+				err = old.reset(ctx, prefix, reset, who == 3)
+			}
+			if err != nil {
+				t.Fatalf("step %d: reset by the %s: %v", i, gateways[who], err)
+			}
+			continue
+		}
+		want, err := ref.Decide(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got *limiter.Decision
+		switch who {
+		case 0:
+			got, err = newGo.Decide(ctx, req)
+		case 1:
+			got, err = newScript.Decide(ctx, req)
+		default:
+			got, err = old.decide(ctx, prefix, req, who == 3)
+		}
+		if err != nil {
+			t.Fatalf("step %d: the %s: %v", i, gateways[who], err)
+		}
+		if got.Allowed != want.Allowed {
+			t.Fatalf("step %d: the %s admitted %v; alone the newer admits %v", i, gateways[who], got.Allowed, want.Allowed)
+		}
+		for j := range want.Results {
+			if g, w := got.Results[j], want.Results[j]; g.Used != w.Used || g.Denied != w.Denied {
+				t.Fatalf("step %d: the %s counts %s %d (denied %v); alone the newer %d (%v)", i, gateways[who], w.Rule.Name, g.Used, g.Denied, w.Used, w.Denied)
+			}
+		}
+		if got.Recorded() {
+			m := made{redisID: got.ID(), refID: want.ID(), exempt: req.Exempt, byNew: who < 2}
+			ids = append(ids, m)
+			recs, err := recordlog.DecodeID(m.redisID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				if r.Grain == 0 {
+					byTime[r.T] = m
+				}
+			}
+		}
+	}
+
+	// What a newer gateway shows: the same records as the newer alone,
+	// each exempt send a newer gateway made marked with its units in the
+	// exact log, and no bucket marked beyond what it holds.
+	req := &limiter.Request{Now: clock.T}
+	for _, r := range []*limiter.Rule{r60, budget} {
+		v := "amy"
+		if r == budget {
+			v = "promo"
+		}
+		req.Checks = append(req.Checks, limiter.Check{Rule: r, Values: []string{v}})
+	}
+	want, err := ref.History(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exempt := 0
+	for _, s := range []*Store{newGo, newScript} {
+		got, err := s.History(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ci := range want {
+			g, w := got[ci], want[ci]
+			if !sameTimes(g.Times, w.Times) || fmt.Sprint(g.Units) != fmt.Sprint(w.Units) {
+				t.Fatalf("%s: the timeline %v %v; alone the newer %v %v", req.Checks[ci].Rule.Name, g.Times, g.Units, w.Times, w.Units)
+			}
+			for j, at := range g.Times {
+				if g.Exempt[j] < 0 || g.Exempt[j] > g.Units[j] {
+					t.Fatalf("%s: the record at %v of %d units shows %d exempt", req.Checks[ci].Rule.Name, at, g.Units[j], g.Exempt[j])
+				}
+				if ci != 0 {
+					continue
+				}
+				m := byTime[at.UnixMilli()]
+				if wantEx := int64(0); (m.exempt && m.byNew && g.Exempt[j] != g.Units[j]) || (!(m.exempt && m.byNew) && g.Exempt[j] != wantEx) {
+					t.Fatalf("the record at %v (%+v) shows %d exempt units", at, m, g.Exempt[j])
+				}
+				if g.Exempt[j] > 0 {
+					exempt++
+				}
+			}
+		}
+	}
+	if exempt == 0 {
+		t.Fatal("the timeline shows no exempt send: the test proves nothing")
+	}
+}
+
+// oldGateway decides, refunds and resets as a gateway of the older version
+// does: in its script (format 1, its wire), or in Go with the format 1
+// codec, reading and writing each key whole (the Go path's compare-and-set
+// is left out: the test runs one step at a time).
+type oldGateway struct {
+	c      *redis.Client
+	script *redis.Script
+}
+
+func (o *oldGateway) decide(ctx context.Context, prefix string, req *limiter.Request, inGo bool) (*limiter.Decision, error) {
+	p := limiter.GetPlan()
+	defer p.Release()
+	if err := p.Build(prefix, req, req.Now); err != nil {
+		return nil, err
+	}
+	now := req.Now.UnixMilli()
+	var admitted bool
+	var err error
+	if inGo {
+		admitted, err = o.decideInGo(ctx, p, now)
+	} else {
+		admitted, err = o.decideInScript(ctx, p, now)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p.Finish(req, now, admitted), nil
+}
+
+// decideInScript runs the format 1 script over the plan, one spec per
+// section, packed as its header says.
+func (o *oldGateway) decideInScript(ctx context.Context, p *limiter.Plan, now int64) (bool, error) {
+	var keys keyList
+	specs := []byte{byte(len(p.Sections))}
+	decs := []byte{1, 0}
+	decs = recordlog.AppendUint(decs, uint64(now), 6)
+	decs = append(decs, byte(len(p.Sections))) // format 1: no flags
+	var ids []any
+	for si := range p.Sections {
+		s := &p.Sections[si]
+		specs = recordlog.AppendUint(specs, uint64(s.Retention), 6)
+		specs = recordlog.AppendUint(specs, uint64(s.Grain), 6)
+		specs = append(specs, byte(s.R1-s.R0))
+		for _, r := range p.Rules[s.R0:s.R1] {
+			specs = recordlog.AppendUint(specs, uint64(r.Limit), 6)
+			specs = recordlog.AppendUint(specs, uint64(r.Window), 6)
+			if r.Window == 0 {
+				for _, b := range r.Bounds {
+					specs = recordlog.AppendUint(specs, uint64(b), 6)
+				}
+			}
+		}
+		decs = recordlog.AppendUint(decs, uint64(keys.index(string(p.Key(s)))), 2)
+		decs = recordlog.AppendUint(decs, uint64(si+1), 2)
+		decs = recordlog.AppendUint(decs, uint64(s.Cost), 6)
+		ids = append(ids, string(p.Sub(s)))
+	}
+	v, err := o.script.Run(ctx, o.c, keys, append([]any{opDecide, specs, decs}, ids...)...).Result()
+	if err != nil {
+		return false, err
+	}
+	rep, err := scriptInts(v)
+	if err != nil {
+		return false, err
+	}
+	k := 2 + len(p.Sections)
+	for si := range p.Sections {
+		s := &p.Sections[si]
+		s.Recorded = rep[2+si]
+		for ri := s.R0; ri < s.R1; ri++ {
+			p.Raw = append(p.Raw, recordlog.RawResult{Used: rep[k], Reset: rep[k+1], Retry: rep[k+2], Ok: rep[k+2] == 0})
+			k += 3
+		}
+	}
+	return rep[1] == 1, nil
+}
+
+// decideInGo decides the plan with the format 1 algorithm over the
+// values read, and writes back what it recorded.
+func (o *oldGateway) decideInGo(ctx context.Context, p *limiter.Plan, now int64) (bool, error) {
+	logs := map[string]*recordlogv1.KeyLogs{}
+	for si := range p.Sections {
+		key := string(p.Key(&p.Sections[si]))
+		if logs[key] != nil {
+			continue
+		}
+		k, err := o.read(ctx, key, now)
+		if err != nil {
+			return false, err
+		}
+		logs[key] = k
+	}
+	admitted := true
+	for si := range p.Sections {
+		s := &p.Sections[si]
+		l := logs[string(p.Key(s))].Find(p.Sub(s))
+		if l == nil {
+			l = &recordlogv1.SubLog{}
+		}
+		for _, r := range p.Rules[s.R0:s.R1] {
+			raw, err := l.Evaluate(&recordlogv1.LogRule{Limit: r.Limit, Window: r.Window, Bounds: r.Bounds}, s.Cost, now)
+			if err != nil {
+				return false, err
+			}
+			admitted = admitted && raw.Ok
+			p.Raw = append(p.Raw, recordlog.RawResult{Used: raw.Used, Reset: raw.Reset, Retry: raw.Retry, Ok: raw.Ok})
+		}
+	}
+	if !admitted {
+		return false, nil
+	}
+	for si := range p.Sections {
+		s := &p.Sections[si]
+		if s.Cost == 0 {
+			continue
+		}
+		k := logs[string(p.Key(s))]
+		l := k.Sub(p.Sub(s))
+		l.Retention = s.Retention
+		s.Recorded = l.Record(now, s.Cost, s.Grain)
+		for ri := s.R0; ri < s.R1; ri++ {
+			raw := recordlogv1.RawResult{Used: p.Raw[ri].Used, Reset: p.Raw[ri].Reset}
+			l.AfterRecord(&recordlogv1.LogRule{Limit: p.Rules[ri].Limit, Window: p.Rules[ri].Window}, &raw, s.Cost, now)
+			p.Raw[ri].Used, p.Raw[ri].Reset = raw.Used, raw.Reset
+		}
+		k.RefreshExpiry()
+	}
+	return true, o.write(ctx, logs, now)
+}
+
+func (o *oldGateway) read(ctx context.Context, key string, now int64) (*recordlogv1.KeyLogs, error) {
+	k := new(recordlogv1.KeyLogs)
+	b, err := o.c.Get(ctx, key).Bytes()
+	if err == redis.Nil {
+		return k, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := recordlogv1.DecodeBlob(b, k); err != nil {
+		return nil, fmt.Errorf("format 1 cannot read key %q: %w", key, err)
+	}
+	k.Prune(now)
+	return k, nil
+}
+
+func (o *oldGateway) write(ctx context.Context, logs map[string]*recordlogv1.KeyLogs, now int64) error {
+	for key, k := range logs {
+		k.Prune(now)
+		k.RefreshExpiry()
+		b, err := recordlogv1.EncodeBlob(nil, k)
+		if err != nil {
+			return err
+		}
+		if len(b) == 0 {
+			err = o.c.Del(ctx, key).Err()
+		} else {
+			err = o.c.Set(ctx, key, b, time.Duration(k.ExpireAt-now)*time.Millisecond).Err()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refund gives back an admission as the older version does.
+func (o *oldGateway) refund(ctx context.Context, id string, now int64, inGo bool) (bool, error) {
+	recs, err := recordlog.DecodeID(id)
+	if err != nil {
+		return false, err
+	}
+	if !inGo {
+		var keys keyList
+		args := []any{opRefund, now, len(recs)}
+		for _, r := range recs {
+			args = append(args, keys.index(r.Key), r.Sub, r.Grain, r.T, r.C)
+		}
+		n, err := o.script.Run(ctx, o.c, keys, args...).Int()
+		return n > 0, err
+	}
+	logs := map[string]*recordlogv1.KeyLogs{}
+	given := false
+	for _, r := range recs {
+		k := logs[r.Key]
+		if k == nil {
+			if k, err = o.read(ctx, r.Key, now); err != nil {
+				return false, err
+			}
+			logs[r.Key] = k
+		}
+		if l := k.Find([]byte(r.Sub)); l != nil && l.Refund(r.T, r.C, r.Grain, now) {
+			given = true
+		}
+	}
+	return given, o.write(ctx, logs, now)
+}
+
+// reset forgets the logs of req's checks as the older version does.
+func (o *oldGateway) reset(ctx context.Context, prefix string, req *limiter.Request, inGo bool) error {
+	p := limiter.GetPlan()
+	defer p.Release()
+	if err := p.Build(prefix, req, req.Now); err != nil {
+		return err
+	}
+	now := req.Now.UnixMilli()
+	if !inGo {
+		var keys keyList
+		args := []any{opReset, now, len(p.Sections)}
+		for si := range p.Sections {
+			s := &p.Sections[si]
+			args = append(args, keys.index(string(p.Key(s))), string(p.Sub(s)))
+		}
+		return o.script.Run(ctx, o.c, keys, args...).Err()
+	}
+	logs := map[string]*recordlogv1.KeyLogs{}
+	for si := range p.Sections {
+		s := &p.Sections[si]
+		key := string(p.Key(s))
+		k := logs[key]
+		if k == nil {
+			var err error
+			if k, err = o.read(ctx, key, now); err != nil {
+				return err
+			}
+			logs[key] = k
+		}
+		if l := k.Find(p.Sub(s)); l != nil {
+			l.Forget()
+		}
+	}
+	return o.write(ctx, logs, now)
+}
+
+// TestLaterLayoutRefused: a sub-log whose header sets a flag reserved for a
+// later layout (the room left for one) is refused by the newer version in
+// Go and in the script alike, never read as counts.
+func TestLaterLayoutRefused(t *testing.T) {
+	ctx := context.Background()
+	client := redistest.Client(t)
+	const prefix = "later:"
+	now := time.Date(2026, 3, 9, 12, 0, 0, 0, time.UTC)
+	rule := &limiter.Rule{Name: "r", By: []string{"r"}, Limit: 5, Window: limiter.Window{Duration: time.Minute}}
+	// A format 1 value of one record; then flag 128 set in its header.
+	var k recordlogv1.KeyLogs
+	l := k.Sub(nil)
+	l.Retention = 60_000
+	l.Record(now.UnixMilli()-1000, 1, 0)
+	b, err := recordlogv1.EncodeBlob(nil, &k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[1+3] |= 128 // the empty id's zero, the retention, then the flags
+	key := limiter.KeyFor(prefix, "r", "amy")
+	if err := client.Set(ctx, key, b, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, scriptOnly := range []bool{false, true} {
+		s := New(client, Options{Prefix: prefix, Timeout: 2 * time.Second, ScriptOnly: scriptOnly, GoBatchMin: 1})
+		t.Cleanup(func() { s.Close() })
+		d, err := s.Decide(ctx, limitertest.Req(now, limitertest.Vals{"r": "amy"}, rule))
+		if err == nil || !strings.Contains(err.Error(), "corrupt") && !strings.Contains(err.Error(), "CORRUPT") {
+			t.Errorf("script only %v: a later layout decided %+v, %v", scriptOnly, d, err)
+		}
+	}
+}
