@@ -121,7 +121,7 @@ func TestEncodedBodyFailures(t *testing.T) {
 		t.Errorf("the bomb took %v to refuse", took)
 	}
 	whole := encodeAs(t, "gzip", `[{"to":"x"}]`)
-	expectFailure(t, g.post("/push/send", "application/json", whole[:len(whole)-4], "Content-Encoding: gzip"), http.StatusBadRequest, "corrupt encoded body")
+	expectFailure(t, g.post("/push/send", "application/json", whole[:len(whole)-4], "Content-Encoding: gzip"), http.StatusBadRequest, "request body: not valid gzip: the data ends early")
 	a = g.post("/push/send", "application/json", "x", "Content-Encoding: br")
 	expectFailure(t, a, http.StatusUnsupportedMediaType, `unsupported content coding "br"`)
 	if ae := a.header.Get("Accept-Encoding"); ae != "gzip, deflate, zstd" {

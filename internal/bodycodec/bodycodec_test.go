@@ -114,3 +114,39 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// A body that does not decode is refused with a message that names its
+// coding once ("not valid gzip: invalid header"), never the decoder's own
+// prefix after it ("gzip: gzip: invalid header").
+func TestCorruptMessages(t *testing.T) {
+	plain := []byte(`[{"to":"a"},{"to":"b"}]`)
+	for _, c := range codings[1:] {
+		enc, _ := Encode(c, plain)
+		for _, bad := range [][]byte{enc[:len(enc)-1], enc[:3], append(append([]byte{}, enc...), 'x'), []byte("not encoded at all")} {
+			_, _, err := Decode(c, bad, 1<<20)
+			if err == nil {
+				continue // some text is valid raw deflate by accident
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "not valid "+c.String()+": ") {
+				t.Errorf("%v: %q does not start by naming the coding", c, msg)
+			}
+			for _, p := range []string{"gzip", "deflate", "flate", "zlib", "zstd"} {
+				if n := strings.Count(msg, p); n > 1 || (n == 1 && p != c.String() && !(c.String() == "deflate" && p == "flate")) {
+					t.Errorf("%v: %q names %s again", c, msg, p)
+				}
+			}
+			if strings.Contains(msg, "corrupt encoded body") || strings.Contains(msg, "EOF") {
+				t.Errorf("%v: %q", c, msg)
+			}
+		}
+	}
+	_, _, err := Decode(Gzip, []byte("not gzip at all"), 1<<20)
+	if err == nil || err.Error() != "not valid gzip: invalid header" {
+		t.Errorf("a body that is not gzip: %v", err)
+	}
+	_, _, err = Decode(Zstd, []byte("not zstd at all"), 1<<20)
+	if err == nil || err.Error() != "not valid zstd: invalid input: magic number mismatch" {
+		t.Errorf("a body that is not zstd: %v", err)
+	}
+}

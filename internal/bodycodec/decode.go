@@ -52,7 +52,7 @@ func Decode(c Coding, src []byte, limit int64) ([]byte, Coding, error) {
 		return nil, c, fmt.Errorf("%w: coding %d", ErrUnsupported, c)
 	}
 	if err != nil {
-		return nil, c, fmt.Errorf("%w: %s: %v", ErrCorrupt, c, err)
+		return nil, c, corrupt(c, err)
 	}
 	defer release()
 	out, err := readLimited(r, limit, len(src))
@@ -60,13 +60,13 @@ func Decode(c Coding, src []byte, limit int64) ([]byte, Coding, error) {
 		if errors.Is(err, ErrTooLarge) {
 			return nil, c, err
 		}
-		return nil, c, fmt.Errorf("%w: %s: %v", ErrCorrupt, c, err)
+		return nil, c, corrupt(c, err)
 	}
 	if c == RawDeflate || c == Deflate {
 		// flate stops at the final block and zlib at its checksum:
 		// bytes after them are not part of the body the sender meant.
 		if br, ok := r.(interface{ Len() int }); ok && br.Len() > 0 {
-			return nil, c, fmt.Errorf("%w: %s: data after the end of the stream", ErrCorrupt, c)
+			return nil, c, corrupt(c, errDataAfterEnd)
 		}
 	}
 	return out, c, nil
@@ -174,7 +174,7 @@ func zstdDecode(src []byte, limit int64) ([]byte, error) {
 		// decoder holds no goroutine, so the pool may drop it.
 		zr, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecodeAllCapLimit(true))
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, Zstd, err)
+			return nil, corrupt(Zstd, err)
 		}
 	}
 	defer zstdPool.Put(zr)
@@ -182,7 +182,7 @@ func zstdDecode(src []byte, limit int64) ([]byte, error) {
 	// so that bound is never below the 8 MiB window RFC 9659 allows; the
 	// buffer's capacity is what holds a body to limit.
 	if err := zr.ResetWithOptions(nil, zstd.WithDecoderMaxMemory(uint64(max(limit+1, maxZstdWindow)))); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, Zstd, err)
+		return nil, corrupt(Zstd, err)
 	}
 	size := int64(len(src))*4 + 512
 	var h zstd.Header
@@ -199,7 +199,7 @@ func zstdDecode(src []byte, limit int64) ([]byte, error) {
 		case errors.Is(err, zstd.ErrDecoderSizeExceeded), err == nil && int64(len(out)) > limit:
 			return nil, ErrTooLarge
 		case err != nil:
-			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, Zstd, err)
+			return nil, corrupt(Zstd, err)
 		}
 		return out, nil
 	}
