@@ -74,10 +74,13 @@ type ruleUsage struct {
 	// From, Sends and Precision are a counting rule's timeline.
 	From  string `json:"from"`
 	Sends []struct {
-		At    string `json:"at"`
-		Units int64  `json:"units"`
+		At     string `json:"at"`
+		Units  int64  `json:"units"`
+		Exempt int64  `json:"exempt"`
 	} `json:"sends"`
 	Precision string `json:"precision"`
+	// Exempt is how much of Used exempt sends made.
+	Exempt *int64 `json:"exempt"`
 	// Assumed are the values the answer was not given (a zone, limit or
 	// cost placeholder) and what it assumed; Cost, Admits and RetryAfter
 	// answer for a send of the cost given.

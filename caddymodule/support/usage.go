@@ -80,6 +80,10 @@ type usageAnswer struct {
 type sendMark struct {
 	At    string `json:"at"` // RFC 3339, UTC, milliseconds
 	Units int64  `json:"units"`
+	// Exempt is how many of Units exempt sends made (admitted past the
+	// rules by exempt, and counted as any): all of them for an exempt
+	// send, some in a bucket. Omitted when none.
+	Exempt int64 `json:"exempt,omitempty"`
 }
 
 // ruleUsage is one rule's part of a usageAnswer. The console shows every
@@ -114,6 +118,10 @@ type ruleUsage struct {
 	From      string     `json:"from,omitempty"`
 	Sends     []sendMark `json:"sends,omitempty"`
 	Precision string     `json:"precision,omitempty"`
+	// Exempt is how much of Used exempt sends made (the sum of the
+	// sends' exempt): used may pass the limit by as much. Counting rules
+	// only.
+	Exempt *int64 `json:"exempt,omitempty"`
 	// Log numbers, from 1, the logs a records listing found held (rules
 	// that read one log share its number), and Records is how many
 	// records (sends, or buckets of them) it holds: a reset forgets them.
@@ -288,9 +296,12 @@ func usageOf(cs *capset.CapSet, ctx context.Context, entries []usageEntry) (time
 		if h := sends[i]; h != nil {
 			ru.From, ru.Precision = rfc3339ms(h.From), precisionOf(h.Grain)
 			ru.Sends = make([]sendMark, len(h.Times))
+			var exempt int64
 			for j, at := range h.Times {
-				ru.Sends[j] = sendMark{At: rfc3339ms(at), Units: h.Units[j]}
+				ru.Sends[j] = sendMark{At: rfc3339ms(at), Units: h.Units[j], Exempt: h.Exempt[j]}
+				exempt += h.Exempt[j]
 			}
+			ru.Exempt = &exempt
 		}
 		out = append(out, ru)
 	}

@@ -1,0 +1,63 @@
+package caddymodule_test
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+)
+
+// TestUsageShowsExemptSends proves, on both stores, that the admin API
+// tells which counted sends were exempt: a rule of 3 an hour, 3 sends and
+// then 2 OTPs past it, is "used 5" with "exempt 2", in usage and in
+// records alike, and its timeline marks the two OTPs and nothing else.
+func TestUsageShowsExemptSends(t *testing.T) {
+	eachBackend(t, func(t *testing.T, redisLine string) {
+		up := startUpstream(t)
+		name := "exempt_" + strconv.FormatInt(prefixSeq.Load()+1, 10)
+		g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		name %s
+		%s
+		key_prefix %s
+		exempt {json.priority} otp
+		dimension recipient {json.to}
+		rule marketing {
+			by recipient
+			limit 3
+			window 1h
+		}
+	}
+	reverse_proxy %s`, name, strictStore(redisLine), testPrefix(), up.addr()))
+		for i := 0; i < 3; i++ {
+			expectStatus(t, g.send("/", map[string]any{"to": "eve"}), http.StatusOK)
+		}
+		for i := 0; i < 2; i++ {
+			expectStatus(t, g.send("/", map[string]any{"to": "eve", "priority": "otp"}), http.StatusOK)
+		}
+		check := func(via string, u ruleUsage) {
+			t.Helper()
+			if u.Used != 5 || u.Limit != 3 || u.Exempt == nil || *u.Exempt != 2 {
+				t.Errorf("%s: used %d of %d, exempt %v; want 5 of 3, 2 exempt", via, u.Used, u.Limit, u.Exempt)
+			}
+			var marks []int64
+			for _, s := range u.Sends {
+				marks = append(marks, s.Exempt)
+			}
+			if fmt.Sprint(marks) != "[0 0 0 1 1]" {
+				t.Errorf("%s: the timeline's exempt units %v, want the last two sends", via, marks)
+			}
+		}
+		check("usage", usageOf(t, name, "recipient=eve")["marketing"])
+		r := recordsOf(t, name, "recipient=eve")
+		if len(r.Rules) != 1 {
+			t.Fatalf("records: %+v", r)
+		}
+		check("records", r.Rules[0].ruleUsage)
+		// A recipient with no exempt send says so: exempt 0, no marks.
+		expectStatus(t, g.send("/", map[string]any{"to": "max"}), http.StatusOK)
+		if u := usageOf(t, name, "recipient=max")["marketing"]; u.Exempt == nil || *u.Exempt != 0 || u.Sends[0].Exempt != 0 {
+			t.Errorf("no exempt send: %+v", u)
+		}
+	})
+}
