@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // consoleUser and consolePassword sign in to the console of the tests.
@@ -383,5 +384,39 @@ func TestConsoleBesideSiteWideCap(t *testing.T) {
 	expectStatus(t, g.send("/send", map[string]any{"to": "erin"}), http.StatusOK)
 	if n := up.count(); n != 2 {
 		t.Errorf("the upstream received %d requests, want the 2 admitted sends", n)
+	}
+}
+
+// TestConsoleMountRedirect proves that the console's mount without its
+// slash (/support for /support/*, at any depth) redirects to the mount,
+// rather than falling through to the upstream, and that the redirect
+// leads to the page.
+func TestConsoleMountRedirect(t *testing.T) {
+	up := startUpstream(t)
+	g := startGateway(t, fmt.Sprintf(`
+	%s
+	frequency_cap_console /support/*
+	frequency_cap_console /help/desk/* {
+		public
+	}
+	reverse_proxy %s`, basicAuthBlock("/support/*"), up.addr()))
+	noFollow := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for mount, auth := range map[string]bool{"/support": true, "/help/desk": false} {
+		res, err := noFollow.Get(g.url + mount)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusPermanentRedirect || res.Header.Get("Location") != mount+"/" {
+			t.Errorf("GET %s: %d to %q, want 308 to %s/", mount, res.StatusCode, res.Header.Get("Location"), mount)
+		}
+		a := g.consoleDo(http.MethodGet, mount, auth)
+		expectStatus(t, a, http.StatusOK)
+		if !strings.Contains(string(a.body), "<title>Frequency caps: support console</title>") {
+			t.Errorf("GET %s, redirected: not the page", mount)
+		}
+	}
+	if n := up.count(); n != 0 {
+		t.Errorf("the upstream received %d requests, want none", n)
 	}
 }

@@ -1,6 +1,12 @@
 package support
 
 import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -12,13 +18,56 @@ import (
 // caddyfile.go, next to frequency_cap, which it must precede.
 
 func init() {
-	httpcaddyfile.RegisterHandlerDirective("frequency_cap_console", parseConsoleCaddyfile)
+	httpcaddyfile.RegisterDirective("frequency_cap_console", parseConsoleCaddyfile)
 }
 
-func parseConsoleCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+// parseConsoleCaddyfile makes the console's route, as a handler directive
+// would; mounted on a path prefix (/support/*), it adds a route that
+// redirects the prefix without its slash (/support) to it, which the
+// matcher would otherwise pass on to whatever comes next (an upstream).
+func parseConsoleCaddyfile(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValue, error) {
+	if !h.Next() {
+		return nil, h.ArgErr()
+	}
+	matcherSet, err := h.ExtractMatcherSet()
+	if err != nil {
+		return nil, err
+	}
 	c := new(Console)
-	err := c.UnmarshalCaddyfile(h.Dispenser)
-	return c, err
+	if err := c.UnmarshalCaddyfile(h.Dispenser); err != nil {
+		return nil, err
+	}
+	routes := h.NewRoute(matcherSet, c)
+	if mount, ok := mountOf(matcherSet); ok {
+		redirect := &caddyhttp.StaticResponse{
+			StatusCode: caddyhttp.WeakString(strconv.Itoa(http.StatusPermanentRedirect)),
+			Headers:    http.Header{"Location": []string{mount + "/"}},
+		}
+		raw, err := json.Marshal(caddyhttp.MatchPath{mount})
+		if err != nil {
+			return nil, err
+		}
+		routes = append(routes, h.NewRoute(caddy.ModuleMap{"path": raw}, redirect)...)
+	}
+	return routes, nil
+}
+
+// mountOf is the prefix of a matcher set that is one path prefix and
+// nothing else: /support of path /support/*.
+func mountOf(set caddy.ModuleMap) (string, bool) {
+	raw, ok := set["path"]
+	if !ok || len(set) != 1 {
+		return "", false
+	}
+	var paths []string
+	if err := json.Unmarshal(raw, &paths); err != nil || len(paths) != 1 {
+		return "", false
+	}
+	mount, ok := strings.CutSuffix(paths[0], "/*")
+	if !ok || mount == "" || strings.ContainsAny(mount, "*{") {
+		return "", false
+	}
+	return mount, true
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
