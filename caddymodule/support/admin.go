@@ -31,10 +31,13 @@ func init() {
 // by recipient and content, which need a content too.
 // GET answers {"name": ..., "now": ..., "rules": [{"rule", "by", "limit",
 // "window", "used", "remaining", "reset_after", "from", "sends",
-// "precision"}, ...]} without recording anything (reset_after: seconds
+// "precision", "exempt"}, ...]} without recording anything (reset_after: seconds
 // until the next unit frees up, or until the calendar period ends; from:
 // where the window begins; sends: [{"at", "units"}], what the rule counts,
-// oldest first, at the record log's precision, which precision states). DELETE forgets the records of the selected rules
+// oldest first, at the record log's precision, which precision states;
+// a send's "exempt" is how many of its units exempt sends made, omitted
+// when none, and the rule's "exempt" their sum: how much of used the
+// exempt requests made). DELETE forgets the records of the selected rules
 // (and of any rule that shares their record log: the same dimensions and
 // cost) and answers {"name": ..., "reset": [rules]}.
 //
