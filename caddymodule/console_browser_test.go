@@ -3,6 +3,7 @@ package caddymodule_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -238,5 +239,45 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("%d script or img elements made it into the page", injected)
 	}
 	b.do(t, "waiting for a dialog that must not open", chromedp.Sleep(300*time.Millisecond))
+
+	// Exempt sends are counted, and said so: a rule of 3 an hour, 3 sends
+	// and 2 OTPs past it, reads "5 of 3 used, 2 of them exempt", and the
+	// two OTPs are the hollow marks of its timeline.
+	g.load(fmt.Sprintf(`
+	%s
+	frequency_cap_console /support/*
+	frequency_cap /push {
+		name otp
+		key_prefix %s
+		exempt {json.priority} otp
+		dimension recipient {json.to}
+		rule marketing {
+			by     recipient
+			limit  3
+			window 1h
+		}
+	}
+	reverse_proxy %s`, basicAuthBlock("/support/*"), testPrefix(), up.addr()))
+	for _, priority := range []string{"", "", "", "otp", "otp"} {
+		expectStatus(t, g.send("/push", map[string]any{"to": "erin", "priority": priority}), http.StatusOK)
+	}
+	const otp = `section[data-capset="otp"] `
+	marketing := otp + `.rule[data-rule="marketing"][data-used="5"]`
+	b.do(t, "looking up a recipient sent 2 OTPs past her cap",
+		chromedp.Navigate(g.url+"/support/"),
+		chromedp.WaitVisible(otp+`input[name="recipient"]`),
+		chromedp.SendKeys(otp+`input[name="recipient"]`, "erin"),
+		chromedp.Click(otp+`button[type="submit"]`),
+		chromedp.WaitVisible(marketing),
+	)
+	used = read(t, b, "used", chromedp.Text(marketing+` .used`))
+	marks := read(t, b, "the timeline's marks", chromedp.Evaluate[[]string](`[...document.querySelectorAll('`+marketing+` circle.send')].map(c => c.getAttribute("class") + ": " + c.textContent.replace(/^.* · /, ""))`))
+	want := "send: 1 send; send: 1 send; send: 1 send; send exempt: 1 send, exempt; send exempt: 1 send, exempt"
+	if used != "5 of 3 used, 2 of them exempt" || strings.Join(marks, "; ") != want {
+		t.Errorf("exempt sends read %q, marked %q; want 5 of 3 used, 2 of them exempt, marked %q", used, strings.Join(marks, "; "), want)
+	}
+	if n := read(t, b, "unknown fields shown", chromedp.Evaluate[int](`document.querySelectorAll('`+marketing+` .extra dt').length`)); n != 0 {
+		t.Errorf("the rule shows %d fields the page does not know", n)
+	}
 	b.expectQuiet(t)
 }
