@@ -63,8 +63,13 @@ func TestConsoleWords(t *testing.T) {
 			limit  2
 			window 59s
 		}
+		rule late_day {
+			by       recipient
+			limit    5
+			calendar day %s
+		}
 	}
-	reverse_proxy %s`, basicAuthBlock("/support/*"), testPrefix(), quiet, up.addr()))
+	reverse_proxy %s`, basicAuthBlock("/support/*"), testPrefix(), quiet, lateZone(time.Now()), up.addr()))
 	const who = "+8613800138000"
 	// One send with a body kept whole in the key, one with a body long
 	// enough to be kept as its hash: the look-up by recipient shows a log
@@ -122,6 +127,11 @@ func TestConsoleWords(t *testing.T) {
 		if lines != 2 {
 			t.Errorf("the full rule's timeline has %d of its limit and frees-up lines, want 2", lines)
 		}
+		// late_day's "now" is near the end of its day, where its "frees up"
+		// label is: no two labels may cover each other.
+		if overlaps := read(t, b, "overlapping labels", chromedp.Evaluate[[]string](overlappingLabels)); len(overlaps) > 0 {
+			t.Errorf("at %d px these labels overlap: %q", width, overlaps)
+		}
 		sideways := read(t, b, "the page width", chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth`))
 		if sideways {
 			t.Errorf("at %d px the page scrolls sideways", width)
@@ -139,3 +149,40 @@ func TestConsoleWords(t *testing.T) {
 	}
 	b.expectQuiet(t)
 }
+
+// lateZone is a fixed zone in which it is now 23:xx, so that a calendar
+// day's "now" is near its end.
+func lateZone(now time.Time) string {
+	o := (23 - now.UTC().Hour() + 24) % 24
+	if o > 14 {
+		o -= 24
+	}
+	switch {
+	case o > 0:
+		return fmt.Sprintf("Etc/GMT-%d", o)
+	case o < 0:
+		return fmt.Sprintf("Etc/GMT+%d", -o)
+	}
+	return "Etc/GMT"
+}
+
+// overlappingLabels lists, as "a | b", the pairs of labels on the page
+// whose boxes cover each other: a timeline's texts, a form's fields and
+// buttons, the parts of a rule's head and of its numbers, a cap set's
+// title.
+const overlappingLabels = `(() => {
+	const over = (a, b) => a.width > 0 && b.width > 0 && a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
+	const groups = [];
+	for (const svg of document.querySelectorAll("svg.timeline")) groups.push([...svg.querySelectorAll("text")]);
+	for (const f of document.querySelectorAll("form")) groups.push([...f.children]);
+	for (const n of document.querySelectorAll(".nums, .rule-head, h2")) groups.push([...n.children]);
+	const out = [];
+	for (const g of groups) {
+		for (let i = 0; i < g.length; i++) {
+			for (let j = i + 1; j < g.length; j++) {
+				if (over(g[i].getBoundingClientRect(), g[j].getBoundingClientRect())) out.push(g[i].textContent + " | " + g[j].textContent);
+			}
+		}
+	}
+	return out;
+})()`
