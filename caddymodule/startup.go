@@ -200,6 +200,9 @@ func refusalError(check redisstore.StartCheck, cfg *redisstore.Config) error {
 		if r.Sentinel {
 			r.User = cfg.SentinelUsername
 		}
+		if r.Node == "cluster" {
+			r.Node = "the cluster seeds " + strings.Join(cfg.Addresses, ", ")
+		}
 		errs[i] = r
 	}
 	return errs

@@ -123,12 +123,20 @@ func TestStoreRefusalFailsLoadCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
 	masters := c.Masters(t)
 	rules := append(append([]any{}, gwRules...), "+cluster|slots", "+asking")
+	addrs := `"` + strings.Join(c.Addrs(), `", "`) + `"`
+	cfg := fmt.Sprintf(`{"addresses": [%s], "cluster": true, "username": "gw", "password": "secret"}`, addrs)
+
+	// No node knows the user: the slot map cannot even be read.
+	_, err := loadWithRedis(t, cfg, OnErrorAllow)
+	if err == nil || !strings.Contains(err.Error(), "redis at the cluster seeds "+c.Addrs()[0]) || !strings.Contains(err.Error(), "WRONGPASS ") {
+		t.Fatalf("no node with the user: %v; want the load to fail naming the seeds", err)
+	}
+	t.Logf("%v", err)
+
 	for _, m := range masters[1:] {
 		setUser(t, m.Admin(), "gw", rules...)
 	}
-	addrs := `"` + strings.Join(c.Addrs(), `", "`) + `"`
-	cfg := fmt.Sprintf(`{"addresses": [%s], "cluster": true, "username": "gw", "password": "secret"}`, addrs)
-	_, err := loadWithRedis(t, cfg, OnErrorAllow)
+	_, err = loadWithRedis(t, cfg, OnErrorAllow)
 	if err == nil || !strings.Contains(err.Error(), "redis at "+masters[0].Addr+` refused the login of user "gw"`) {
 		t.Fatalf("one master without the user: %v; want the load to fail naming %s", err, masters[0].Addr)
 	}

@@ -20,9 +20,10 @@ import (
 // RefusedError is one server's refusal found at start: of the login, or
 // of the commands in Refused.
 type RefusedError struct {
-	// Node is the server's address as dialed, "sentinel" for the master
-	// a Sentinel client follows, or "cluster" for the seed nodes of a
-	// cluster whose slot map could not be read.
+	// Node is the server's address as dialed (for the master a Sentinel
+	// client follows, as a sentinel named it, or "sentinel"), or
+	// "cluster" for the seed nodes of a cluster whose slot map could not
+	// be read.
 	Node string
 	// Sentinel is set when the server is a sentinel (asked with the
 	// sentinel credentials), not a data node.
@@ -68,10 +69,17 @@ func (e *RefusedError) Unwrap() error {
 // Refusals returns each node's refusal, in the order the nodes were
 // asked; none when every node that answered lets the store do what it
 // needs. The master a Sentinel client follows is left out when a
-// sentinel refused: it could not be reached but through one.
+// sentinel refused (it could not be reached but through one), and named
+// by the address a sentinel gave for it when one did.
 func (c StartCheck) Refusals() []*RefusedError {
 	var out []*RefusedError
 	sentinelRefused := false
+	master := sentinelNode
+	for _, n := range c.Nodes {
+		if addr, ok := strings.CutPrefix(n.Server, "master "); ok && n.Sentinel && master == sentinelNode {
+			master = addr
+		}
+	}
 	for _, n := range c.Nodes {
 		var e *RefusedError
 		switch {
@@ -82,8 +90,11 @@ func (c StartCheck) Refusals() []*RefusedError {
 		default:
 			continue
 		}
-		if n.Node == sentinelNode && sentinelRefused {
-			continue
+		if n.Node == sentinelNode {
+			if sentinelRefused {
+				continue
+			}
+			e.Node = master
 		}
 		sentinelRefused = sentinelRefused || n.Sentinel
 		out = append(out, e)

@@ -127,6 +127,16 @@ func TestStartCheckRefusalsSentinel(t *testing.T) {
 	s, _ := newConfiguredStore(t, base, "freqcap:")
 	seedRound(t, s, "alice")
 
+	t.Run("the master refuses", func(t *testing.T) {
+		cfg := base
+		cfg.Username, cfg.Password = "nobody", "x"
+		check, rs := refusalsOf(t, cfg)
+		if len(rs) != 1 || rs[0].Sentinel || rs[0].Node != st.Master.Addr || rs[0].Login == nil || !strings.HasPrefix(rs[0].Login.Error(), "WRONGPASS ") {
+			t.Fatalf("want WRONGPASS by the master %s; got %v (check %+v)", st.Master.Addr, rs, check)
+		}
+		t.Logf("%v", rs[0])
+	})
+
 	for _, c := range []struct {
 		name       string
 		user, pass string
