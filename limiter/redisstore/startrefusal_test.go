@@ -164,10 +164,12 @@ func TestStartCheckRefusalsSentinel(t *testing.T) {
 	}
 }
 
-// A password changed after the store started (the connections closed, as
-// they are when a user is deleted or a server restarts) fails decisions
-// with ErrLoginRefused, reason no_permission.
-func TestRotatedPasswordIsLoginRefused(t *testing.T) {
+// A refusal that begins after the store started fails decisions with the
+// sentinel error of its kind, reason no_permission: a command taken away
+// (EVALSHA itself, or SET inside the script) ErrNoPermission; a password
+// changed (the connections closed, as they are when a user is deleted or
+// a server restarts) ErrLoginRefused.
+func TestLaterRefusalsClassified(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -177,17 +179,32 @@ func TestRotatedPasswordIsLoginRefused(t *testing.T) {
 	}
 	s, _ := newConfiguredStore(t, Config{Addresses: []string{srv.Addr}, Username: "gw", Password: "secret", Timeout: time.Second}, "freqcap:")
 	seedRound(t, s, "alice")
+	decide := func(want error) {
+		t.Helper()
+		var err error
+		for i := 0; i < 5 && !errors.Is(err, want); i++ {
+			_, err = s.Decide(ctx, limitertest.Req(time.Time{}, limitertest.Vals{"recipient": "bob", "content": "hi"}, limitertest.SeedRules()...))
+		}
+		if !errors.Is(err, want) || Reason(err) != ReasonPermission || !IsRefusal(err) {
+			t.Fatalf("got %v (reason %q); want %v", err, Reason(err), want)
+		}
+		t.Logf("%v", err)
+	}
+	for _, take := range []string{"-evalsha", "-set"} {
+		if err := aclSetUser(ctx, admin, "gw", append(append([]string{"reset"}, leastPrivilege(false)...), take)...); err != nil {
+			t.Fatal(err)
+		}
+		decide(ErrNoPermission)
+	}
+	if err := aclSetUser(ctx, admin, "gw", append([]string{"reset"}, leastPrivilege(false)...)...); err != nil {
+		t.Fatal(err)
+	}
+	seedRound(t, s, "carol")
 	if err := aclSetUser(ctx, admin, "gw", "resetpass", ">rotated"); err != nil {
 		t.Fatal(err)
 	}
 	if err := admin.Do(ctx, "CLIENT", "KILL", "USER", "gw").Err(); err != nil {
 		t.Fatal(err)
 	}
-	var err error
-	for i := 0; i < 5 && !errors.Is(err, ErrLoginRefused); i++ {
-		_, err = s.Decide(ctx, limitertest.Req(time.Time{}, limitertest.Vals{"recipient": "bob", "content": "hi"}, limitertest.SeedRules()...))
-	}
-	if !errors.Is(err, ErrLoginRefused) || Reason(err) != ReasonPermission {
-		t.Fatalf("after the rotation: %v (reason %q); want ErrLoginRefused", err, Reason(err))
-	}
+	decide(ErrLoginRefused)
 }
