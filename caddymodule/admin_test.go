@@ -125,7 +125,6 @@ func TestAdminErrors(t *testing.T) {
 			key_prefix %s
 			dimension recipient {json.to}
 			dimension content   {json.content}
-			dimension unused    {json.unused}
 			rule recipient_minute {
 				by     recipient
 				limit  15
@@ -183,7 +182,7 @@ func TestAdminErrors(t *testing.T) {
 		{"GET", "/frequency_cap/push/used?recipient=a", 404, "not found", ""},
 		{"POST", "/frequency_cap/push/usage?recipient=a", 405, "method POST not allowed", ""},
 		{"PUT", "/frequency_cap/push/usage?recipient=a", 405, "method PUT not allowed", ""},
-		{"GET", "/frequency_cap/push/usage?who=a", 400, `unknown dimension "who" (push has content, recipient, unused)`, "who"},
+		{"GET", "/frequency_cap/push/usage?who=a", 400, `unknown dimension "who" (push has content, recipient)`, "who"},
 		{"DELETE", "/frequency_cap/push/usage?recipient=a&who=a", 400, `unknown dimension "who"`, "who"},
 		{"GET", "/frequency_cap/push/usage?recipient=", 400, "missing value for dimension recipient", "recipient"},
 		{"DELETE", "/frequency_cap/push/usage?recipient", 400, "missing value for dimension recipient", "recipient"},
@@ -191,7 +190,7 @@ func TestAdminErrors(t *testing.T) {
 		{"GET", "/frequency_cap/push/usage?recipient=%zz", 400, "malformed query", ""},
 		{"GET", "/frequency_cap/push/usage", 400, "no rule has all its dimensions given: recipient_minute (recipient), same_content (recipient, content)", ""},
 		{"GET", "/frequency_cap/push/usage?content=c1", 400, "no rule has all its dimensions given", ""},
-		{"DELETE", "/frequency_cap/push/usage?unused=x", 400, "no rule has all its dimensions given", ""},
+		{"DELETE", "/frequency_cap/push/usage?content=x", 400, "no rule has all its dimensions given", ""},
 		{"GET", "/frequency_cap/push/usage?recipient=a&zone=Asia/Tokyo", 400, "zone: none of the rules given has a per-request zone", ""},
 		{"GET", "/frequency_cap/local/usage?recipient=a&zone=Not/A_Zone", 400, `zone: unknown zone "Not/A_Zone"`, ""},
 		{"GET", "/frequency_cap/local/usage?recipient=a&zone=", 400, "missing value for zone", ""},

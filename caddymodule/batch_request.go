@@ -35,6 +35,19 @@ func (t *entryText) at(i int) string {
 	return t.all
 }
 
+// found reports whether any of n entries has a text.
+func (t *entryText) found(n int) bool {
+	if !t.perEntry {
+		return t.all != ""
+	}
+	for i := range n {
+		if t.at(i) != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // firstMissing returns the first entry whose text is empty, or -1.
 func (t *entryText) firstMissing(n int) int {
 	for i := range n {
@@ -82,10 +95,14 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]lim
 		} else {
 			vals[di] = textOf(repl, b, bc.dims[di], d.Expr)
 		}
+		if vals[di].found(n) {
+			h.watch.found(di)
+		}
 		if f := h.checkMissing(b, di, &vals[di]); f != nil {
 			return nil, nil, f
 		}
 	}
+	h.watch.request(time.Now())
 	var exempt entryText
 	if h.exempt != nil {
 		exempt = textOf(repl, b, bc.exempt, h.Exempt.Placeholder)

@@ -3,6 +3,8 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,7 +89,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_batch   <n>
 //	    splice      expo
 //	    rule <name> {
-//	        by       <dimension>...
+//	        by       <dimension>...      (none: one count over every send)
 //	        limit    <n>|<placeholder> [<fallback-n>]
 //	        window   <duration>
 //	        calendar day|week|month [<zone>|<placeholder> [<fallback-zone>]]
@@ -150,6 +152,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			if !isPlaceholder(args[0]) {
 				return d.Errf("exempt %q is not a placeholder such as {json.priority}", args[0])
+			}
+			if err := checkPlaceholder("exempt", args[0]); err != nil {
+				return d.Errf("%v", err)
 			}
 			h.Exempt = &ExemptConfig{Placeholder: args[0], Values: args[1:]}
 		case "on_missing":
@@ -222,6 +227,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	if len(h.Rules) == 0 {
 		return d.Err("frequency_cap needs at least one rule")
+	}
+	for _, name := range slices.Sorted(maps.Keys(at.dims)) {
+		if !slices.ContainsFunc(h.Rules, func(r RuleConfig) bool { return slices.Contains(r.By, name) }) {
+			line := at.dims[name]
+			return line.Errf("%v", unusedDimension(name))
+		}
 	}
 	if err := h.checkLogLines(&at); err != nil {
 		return err
@@ -441,6 +452,11 @@ func (h *Handler) unmarshalDimension(d *caddyfile.Dispenser) error {
 	if h.hasDim(name) {
 		return d.Errf("dimension %s already declared", name)
 	}
+	for _, expr := range args[1:] {
+		if err := checkDimension(name, expr); err != nil {
+			return d.Errf("%v", err)
+		}
+	}
 	if alts := args[1:]; len(alts) > 1 {
 		if _, err := alternativesPath(alts); err != nil {
 			return d.Errf("dimension %s: %v", name, err)
@@ -482,7 +498,6 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 	}
 	ruleErr := func(msg string) error { return d.Errf("rule %s: %s", rc.Name, msg) }
 	// What a rule lacks is reported at the line that names the rule.
-	needBy := ruleErr("needs by <dimension>...")
 	needLimit := ruleErr("needs limit <n>")
 	needWindow := ruleErr("needs window <duration> or calendar day|week|month")
 	needQuiet := ruleErr("days needs quiet <HH:MM>-<HH:MM>")
@@ -574,8 +589,6 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 	case len(rc.Days) > 0 && rc.Quiet == "":
 		return nil, needQuiet
 	case rc.Quiet != "":
-	case len(rc.By) == 0:
-		return nil, needBy
 	case rc.Limit == 0 && rc.LimitPlaceholder == "":
 		return nil, needLimit
 	case rc.Window == 0 && rc.Calendar == "":

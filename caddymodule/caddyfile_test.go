@@ -63,7 +63,6 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				log_values
 				dimension recipient {json.message.to.0}
 				dimension channel   {http.request.header.X-Channel}
-				dimension tz        {form.tz}
 				rule channel_day {
 					by       recipient channel
 					limit    5
@@ -93,7 +92,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				MaxBody:    64 << 10,
 				StatusCode: 503,
 				LogValues:  true,
-				Dimensions: map[string]string{"recipient": "{json.message.to.0}", "channel": "{http.request.header.X-Channel}", "tz": "{form.tz}"},
+				Dimensions: map[string]string{"recipient": "{json.message.to.0}", "channel": "{http.request.header.X-Channel}"},
 				Rules: []RuleConfig{
 					{Name: "channel_day", By: []string{"recipient", "channel"}, Limit: 5, Calendar: "day", Zone: "{json.tz}", FallbackZone: "Asia/Shanghai"},
 					{Name: "coins_month", By: []string{"recipient"}, Limit: 1000, Cost: "{json.amount}", Calendar: "month"},
@@ -235,7 +234,22 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"unknown fallback zone", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\tcalendar day {json.tz} Mars/Olympus\n\t}\n}", `rule x: fallback zone: unknown zone "Mars/Olympus"`, 6},
 		{"fallback without placeholder", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\tcalendar day UTC Asia/Tokyo\n\t}\n}", "a fallback zone needs a placeholder zone", 6},
 		{"bad cost", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t\tcost -2\n\t}\n}", `rule x: cost "-2"`, 7},
-		{"missing by", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", "rule x: needs by", 3},
+		// A rule without by is one count over every send; a dimension
+		// it leaves unused is an error at the dimension's line.
+		{"unused dimension beside a rule without by", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", "dimension r is declared but no rule counts by it, so it caps nothing; add it to a rule's by, or remove it", 2},
+		{"unused dimension", "frequency_cap {\n\tdimension extra {json.x}" + valid + "\n}", "dimension extra is declared but no rule counts by it", 2},
+		// Placeholder mistakes that would make every request look alike.
+		{"unclosed placeholder", "frequency_cap {\n\tdimension r {json.message.token\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", `dimension r: "{json.message.token" does not close its placeholder "{json.message.token"; write {json.message.token}`, 2},
+		{"placeholder opened twice", "frequency_cap {\n\tdimension r {json.to{json.cc}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", `opens a placeholder at "{json.cc}" before closing the one at "{json.to"; write {json.to}`, 2},
+		{"brace never opened", "frequency_cap {\n\tdimension r json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", `closes a placeholder it never opened`, 2},
+		{"empty placeholder", "frequency_cap {\n\tdimension r x-{}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", `has an empty placeholder {}`, 2},
+		{"unclosed alternative", "frequency_cap {\n\tdimension r {json.to} {json.cc\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", `does not close its placeholder "{json.cc"`, 2},
+		{"constant dimension", "frequency_cap {\n\tdimension r everyone\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", `dimension r: "everyone" reads nothing of the request, so every send would share one count; name a request placeholder such as {json.to} or {http.request.header.X-User}, or, for one count over every send, write a rule without by`, 2},
+		{"dimension from the environment", "frequency_cap {\n\tdimension r {env.HOSTNAME}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", "reads nothing of the request", 2},
+		{"reserved dimension name", "frequency_cap {\n\tdimension _every_send {json.to}\n\trule x {\n\t\tby _every_send\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", "the name is reserved for rules without by", 2},
+		{"unclosed cost", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t\tcost {json.amount\n\t}\n}", `rule x: cost: "{json.amount" does not close its placeholder`, 3},
+		{"unclosed limit", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit {tier 5\n\t\twindow 1m\n\t}\n}", `rule x: limit: "{tier" does not close its placeholder`, 3},
+		{"unclosed exempt", "frequency_cap {\n\texempt {json.priority otp" + valid + "\n}", `exempt: "{json.priority" does not close its placeholder`, 2},
 		{"missing limit", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\twindow 1m\n\t}\n}", "rule x: needs limit", 3},
 		{"missing window", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t}\n}", "rule x: needs window <duration> or calendar", 3},
 		// Sending policy.

@@ -44,6 +44,9 @@ func (h *Handler) compile() error {
 		if strings.TrimSpace(expr) == "" {
 			return fmt.Errorf("dimension %s: empty expression", name)
 		}
+		if err := checkDimension(name, expr); err != nil {
+			return err
+		}
 		names = append(names, name)
 	}
 	for name, alts := range h.DimensionAlternatives {
@@ -52,6 +55,11 @@ func (h *Handler) compile() error {
 		}
 		if _, dup := h.Dimensions[name]; dup {
 			return fmt.Errorf("dimension %s: declared in dimensions and dimension_alternatives", name)
+		}
+		for _, alt := range alts {
+			if err := checkDimension(name, alt); err != nil {
+				return err
+			}
 		}
 		if _, err := alternativesPath(alts); err != nil {
 			return fmt.Errorf("dimension %s: %w", name, err)
@@ -76,19 +84,29 @@ func (h *Handler) compile() error {
 		if err != nil {
 			return err
 		}
-		for _, d := range rc.By {
-			if !h.hasDim(d) {
+		for _, d := range cr.rule.By {
+			global := d == globalDimension
+			if !global && !h.hasDim(d) {
 				return fmt.Errorf("rule %s: unknown dimension %q (declare it with dimension %s <placeholder>)", rc.Name, d, d)
 			}
 			idx, ok := used[d]
 			if !ok {
 				idx = len(h.dims)
 				used[d] = idx
-				h.dims = append(h.dims, capset.Dimension{Name: d, Expr: h.dimExpr(d)})
+				dim := capset.Dimension{Name: d, Expr: h.dimExpr(d)}
+				if global {
+					dim = capset.Dimension{Name: d, Expr: globalValue, Constant: true}
+				}
+				h.dims = append(h.dims, dim)
 			}
 			cr.dims = append(cr.dims, idx)
 		}
 		h.rules = append(h.rules, cr)
+	}
+	for _, name := range names {
+		if _, ok := used[name]; !ok && len(h.Rules) > 0 {
+			return unusedDimension(name)
+		}
 	}
 
 	h.skipDims = make([]bool, len(h.dims))
@@ -129,6 +147,9 @@ func (h *Handler) compile() error {
 		for _, v := range e.Values {
 			h.exempt[v] = true
 		}
+		if err := checkPlaceholder("exempt", e.Placeholder); err != nil {
+			return err
+		}
 		exprs = append(exprs, e.Placeholder)
 	}
 	var paths []*jsonbatch.Path
@@ -154,7 +175,17 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 	if len(rc.Days) > 0 {
 		return compiledRule{}, fmt.Errorf("rule %s: days needs quiet", rc.Name)
 	}
-	r := &limiter.Rule{Name: rc.Name, By: rc.By, Limit: rc.Limit, Window: limiter.Window{Duration: time.Duration(rc.Window)}}
+	for _, p := range []struct{ what, expr string }{{"cost", rc.Cost}, {"limit", rc.LimitPlaceholder}, {"zone", rc.Zone}} {
+		if err := checkPlaceholder("rule "+rc.Name+": "+p.what, p.expr); err != nil {
+			return compiledRule{}, err
+		}
+	}
+	by := rc.By
+	if len(by) == 0 {
+		// One count over every send: the global ceiling.
+		by = []string{globalDimension}
+	}
+	r := &limiter.Rule{Name: rc.Name, By: by, Limit: rc.Limit, Window: limiter.Window{Duration: time.Duration(rc.Window)}}
 	cr := compiledRule{rule: r, cost: 1, shadow: rc.DryRun}
 	if rc.Calendar != "" {
 		unit, err := limiter.ParseUnit(rc.Calendar)

@@ -202,6 +202,7 @@ type Handler struct {
 	splicer    *answer.Style
 	dims       []capset.Dimension
 	skipDims   []bool // by index of dims: in SkipMissing
+	watch      *missingWatch
 	rules      []compiledRule
 	batch      *batchConfig // nil unless a dimension has a wildcard path
 	needs      int
@@ -265,7 +266,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 		h.refundOn = append(h.refundOn, m)
 	}
-	if err := h.compile(); err != nil {
+	if err := h.compileAndWatch(); err != nil {
 		return fmt.Errorf("frequency_cap %s: %w", h.Name, err)
 	}
 
@@ -451,6 +452,7 @@ func (h *Handler) request(repl *caddy.Replacer) (*limiter.Request, []quietHit, *
 	for i, d := range h.dims {
 		values[i] = repl.ReplaceAll(d.Expr, "")
 		if values[i] != "" {
+			h.watch.found(i)
 			continue
 		}
 		h.metrics.missing[i].Inc()
@@ -458,6 +460,7 @@ func (h *Handler) request(repl *caddy.Replacer) (*limiter.Request, []quietHit, *
 			return nil, nil, &reply.Failure{Status: http.StatusBadRequest, Reason: "missing value for dimension " + d.Name, Dimension: d.Name}
 		}
 	}
+	h.watch.request(time.Now())
 	req := &limiter.Request{Checks: make([]limiter.Check, 0, len(h.rules))}
 	if h.exempt != nil {
 		req.Exempt = h.exempt[repl.ReplaceAll(h.Exempt.Placeholder, "")]

@@ -36,17 +36,24 @@ func load(t testing.TB, cfg string) (*Handler, error) {
 // TestProvisionErrors proves a JSON config is held to the same checks as a
 // Caddyfile, with errors that name the rule or dimension at fault.
 func TestProvisionErrors(t *testing.T) {
-	const dims = `"dimensions": {"r": "{json.to}", "c": "{json.c}"}`
+	const dims = `"dimensions": {"r": "{json.to}"}`
 	for _, tc := range []struct {
 		name, cfg, want string
 	}{
 		{"no rules", `{` + dims + `}`, "no rules"},
 		{"unknown dimension", `{` + dims + `, "rules": [{"name": "x", "by": ["r", "channel"], "limit": 1, "window": "1m"}]}`, `rule x: unknown dimension "channel"`},
-		{"duplicate rule", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}, {"name": "x", "by": ["c"], "limit": 1, "window": "1m"}]}`, "rule x: defined twice"},
+		{"duplicate rule", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}, {"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "rule x: defined twice"},
 		{"rule without name", `{` + dims + `, "rules": [{"by": ["r"], "limit": 1, "window": "1m"}]}`, "rule #1 has no name"},
 		{"log too large", `{` + dims + `, "rules": [{"name": "burst", "by": ["r"], "limit": 2000, "window": "5s"}, {"name": "day", "by": ["r"], "limit": 100000, "window": "24h"}]}`, "rules burst, day (one log: the same dimensions): beside a window under 10s every record is kept, and a limit of 100000 needs up to 200000"},
 		{"bad rule name", `{` + dims + `, "rules": [{"name": "a b", "by": ["r"], "limit": 1, "window": "1m"}]}`, `rule "a b": invalid name`},
-		{"missing by", `{` + dims + `, "rules": [{"name": "x", "limit": 1, "window": "1m"}]}`, "rule x: no dimensions (by)"},
+		// A rule without by is one count over every send: the dimension
+		// it leaves unused is the error.
+		{"unused dimension", `{` + dims + `, "rules": [{"name": "x", "limit": 1, "window": "1m"}]}`, "dimension r is declared but no rule counts by it, so it caps nothing"},
+		{"unclosed placeholder", `{"dimensions": {"r": "{json.to"}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `dimension r: "{json.to" does not close its placeholder "{json.to"; write {json.to}`},
+		{"constant dimension", `{"dimensions": {"r": "all"}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `dimension r: "all" reads nothing of the request`},
+		{"unclosed alternative", `{"dimension_alternatives": {"r": ["{json.to}", "{json.cc"]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `"{json.cc" does not close its placeholder`},
+		{"unclosed cost", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m", "cost": "{json.amount"}]}`, `rule x: cost: "{json.amount" does not close`},
+		{"unclosed exempt", `{` + dims + `, "exempt": {"placeholder": "{json.p", "values": ["otp"]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `exempt: "{json.p" does not close`},
 		{"missing limit", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "window": "1m"}]}`, "rule x: limit must be at least 1, not 0"},
 		{"window and calendar", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m", "calendar": "day"}]}`, "rule x: window and calendar exclude each other"},
 		{"neither window nor calendar", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1}]}`, "rule x: needs a window or a calendar"},
@@ -148,7 +155,7 @@ func TestDefaults(t *testing.T) {
 // TestWeights proves rules with different costs never share a record log:
 // the cost expression is the rule's weight, and the default cost 1 is none.
 func TestWeights(t *testing.T) {
-	h, err := load(t, `{"dimensions": {"r": "{json.to}", "tz": "{form.tz}"}, "rules": [
+	h, err := load(t, `{"dimensions": {"r": "{json.to}"}, "rules": [
 		{"name": "a", "by": ["r"], "limit": 1, "window": "1m", "cost": "1"},
 		{"name": "b", "by": ["r"], "limit": 1, "window": "1m", "cost": "3"},
 		{"name": "c", "by": ["r"], "limit": 1, "calendar": "month", "cost": "{json.amount}", "zone": "{form.tz}", "fallback_zone": "Asia/Tokyo"}]}`)

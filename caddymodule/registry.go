@@ -22,6 +22,7 @@ func (h *Handler) register() *capset.CapSet {
 		ObserveUsage: usage.observe,
 		ObserveReset: reset.observe,
 		CountReset:   func(source string) { metrics.resets.WithLabelValues(h.Name, source).Inc() },
+		Missing:      h.watch.Missing,
 	}
 	for i, cr := range h.rules {
 		cs.Rules[i] = capset.Rule{Rule: cr.rule, Dims: cr.dims, ZoneExpr: cr.zoneExpr, LimitExpr: cr.limitExpr, LimitFallback: cr.limitFallback, CostExpr: cr.costExpr, Shadow: cr.shadow}

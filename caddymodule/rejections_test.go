@@ -19,7 +19,6 @@ func TestRejections(t *testing.T) {
 		max_body   64B
 		dimension recipient {json.to}
 		dimension channel   {http.request.header.X-Channel}
-		dimension amount    {json.amount}
 		rule per_channel {
 			by     recipient channel
 			limit  5

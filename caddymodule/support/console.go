@@ -265,12 +265,14 @@ func capSetEntries(shows func(name string) bool) []capSetEntry {
 		if !shows(cs.Name) {
 			continue
 		}
-		e := capSetEntry{Name: cs.Name, Store: cs.StoreKind, DryRun: cs.DryRun, Dimensions: make([]string, len(cs.Dims)), Inputs: inputsOf(cs)}
+		e := capSetEntry{Name: cs.Name, Store: cs.StoreKind, DryRun: cs.DryRun, Dimensions: []string{}, Inputs: inputsOf(cs)}
 		if x := cs.Exempt; x != nil {
 			e.Exempt = &exemptEntry{Placeholder: x.Placeholder, Words: placeholderWords(x.Placeholder), Values: x.Values}
 		}
-		for i, d := range cs.Dims {
-			e.Dimensions[i] = d.Name
+		for _, d := range cs.Dims {
+			if !d.Constant { // a rule without by asks for nothing
+				e.Dimensions = append(e.Dimensions, d.Name)
+			}
 		}
 		// A dimension named zone takes the zone parameter's place (see
 		// AdminAPI).
@@ -280,7 +282,7 @@ func capSetEntries(shows func(name string) bool) []capSetEntry {
 			if q := cr.Rule.Quiet; q != nil {
 				window = q.String(nil)
 			}
-			e.Rules = append(e.Rules, ruleEntry{Rule: cr.Rule.Name, By: nonNil(cr.Rule.By), Limit: cr.Rule.Limit, Window: window, DryRun: cr.Shadow})
+			e.Rules = append(e.Rules, ruleEntry{Rule: cr.Rule.Name, By: askedBy(cs, &cr), Limit: cr.Rule.Limit, Window: window, DryRun: cr.Shadow})
 			e.Zoned = e.Zoned || (cr.ZoneExpr != "" && !zoneDim)
 		}
 		out = append(out, e)
@@ -372,3 +374,16 @@ var (
 	_ caddyhttp.MiddlewareHandler = (*Console)(nil)
 	_ caddyfile.Unmarshaler       = (*Console)(nil)
 )
+
+// askedBy is the dimensions a rule counts by that a look-up gives: all of
+// them but the constant one of a rule without by (one count over every
+// send), which is [] then.
+func askedBy(cs *capset.CapSet, cr *capset.Rule) []string {
+	by := []string{}
+	for _, di := range cr.Dims {
+		if d := cs.Dims[di]; !d.Constant {
+			by = append(by, d.Name)
+		}
+	}
+	return by
+}

@@ -489,6 +489,11 @@ func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail 
 			q.given.zone, zoneGiven = z, true
 		}
 	}
+	for _, d := range cs.Dims {
+		if d.Constant { // the dimension of a rule without by: always given
+			q.values[d.Name] = d.Expr
+		}
+	}
 	return q, zoneGiven, nil
 }
 

@@ -17,10 +17,14 @@ import (
 )
 
 // Dimension is a declared dimension that some rule uses: its name and
-// the placeholder expression that reads it from a request.
+// the placeholder expression that reads it from a request. A Constant
+// one is the dimension of rules without `by` (one count over every
+// send): Expr is its value, the same for every request, which support
+// fills in rather than asks for.
 type Dimension struct {
-	Name string
-	Expr string
+	Name     string
+	Expr     string
+	Constant bool
 }
 
 // CapSet is what the admin API and the console need of a provisioned
@@ -43,6 +47,9 @@ type CapSet struct {
 	// a reset by where it came from.
 	ObserveUsage, ObserveReset func(start time.Time, err error)
 	CountReset                 func(source string)
+	// Missing lists the dimensions no request had a value for in the
+	// last minute (or the first 100 requests), under on_missing skip.
+	Missing func() []string
 }
 
 // Rule is what support reads of a rule: its engine rule, its

@@ -1,0 +1,121 @@
+package caddymodule
+
+import (
+	"fmt"
+	"strings"
+)
+
+// An expression's mistakes that would make every request look alike are
+// config errors, found at caddy adapt: a placeholder left open reads as
+// text (every device "{json.message.token"), a constant dimension gives
+// every recipient one shared count, and a dimension no rule counts by
+// caps nothing. Each error says what to write instead.
+
+// globalDimension is the dimension a counting rule without `by` counts
+// by: one count over every send of the cap set ("at most 10,000 pushes
+// a minute in all"). Its value is the constant globalValue; users cannot
+// declare it.
+const (
+	globalDimension = "_every_send"
+	globalValue     = "all"
+)
+
+// checkBraces checks that every `{` of expr is closed by a `}` before
+// the next `{`, that no `}` comes without its `{`, and that no
+// placeholder is empty. A brace escaped with a backslash is text, as
+// Caddy's replacer reads it.
+func checkBraces(expr string) error {
+	open := -1
+	for i := 0; i < len(expr); i++ {
+		switch expr[i] {
+		case '\\':
+			i++ // the next byte is text
+		case '{':
+			if open >= 0 {
+				return fmt.Errorf("%q opens a placeholder at %q before closing the one at %q; write %s}", expr, expr[i:], expr[open:i], strings.TrimSpace(expr[open:i]))
+			}
+			open = i
+		case '}':
+			if open < 0 {
+				return fmt.Errorf("%q closes a placeholder it never opened (the \"}\" at %q); write {<name>} whole, or \\} for a brace as text", expr, expr[i:])
+			}
+			if i == open+1 {
+				return fmt.Errorf("%q has an empty placeholder {}", expr)
+			}
+			open = -1
+		}
+	}
+	if open >= 0 {
+		return fmt.Errorf("%q does not close its placeholder %q; write %s}", expr, expr[open:], expr[open:])
+	}
+	return nil
+}
+
+// constantPrefixes are the placeholders whose value is the same for
+// every request: the environment, the host, the process.
+var constantPrefixes = []string{"env.", "$", "system.", "caddy."}
+
+// readsRequest reports whether expr reads anything of a request: a
+// placeholder other than the constant ones. (A placeholder of Caddy's
+// map or vars directives reads the request through them, whatever its
+// name.)
+func readsRequest(expr string) bool {
+	for rest := expr; ; {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			return false
+		}
+		if i > 0 && rest[i-1] == '\\' {
+			rest = rest[i+1:]
+			continue
+		}
+		end := strings.IndexByte(rest[i:], '}')
+		if end < 0 {
+			return false
+		}
+		name := rest[i+1 : i+end]
+		constant := false
+		for _, p := range constantPrefixes {
+			constant = constant || strings.HasPrefix(name, p)
+		}
+		if !constant {
+			return true
+		}
+		rest = rest[i+end:]
+	}
+}
+
+// checkDimension checks one expression of a dimension (a whole one, or
+// one of its alternatives).
+func checkDimension(name, expr string) error {
+	if name == globalDimension {
+		return fmt.Errorf("dimension %s: the name is reserved for rules without by", name)
+	}
+	if err := checkBraces(expr); err != nil {
+		return fmt.Errorf("dimension %s: %w", name, err)
+	}
+	if !readsRequest(expr) {
+		return fmt.Errorf("dimension %s: %q reads nothing of the request, so every send would share one count; "+
+			"name a request placeholder such as {json.to} or {http.request.header.X-User}, "+
+			"or, for one count over every send, write a rule without by", name, expr)
+	}
+	return nil
+}
+
+// unusedDimension is the error for a declared dimension no rule counts
+// by.
+func unusedDimension(name string) error {
+	return fmt.Errorf("dimension %s is declared but no rule counts by it, so it caps nothing; add it to a rule's by, or remove it", name)
+}
+
+// checkPlaceholder checks the braces of a rule's or exempt's placeholder
+// (what names it, say "rule r: cost").
+func checkPlaceholder(what, expr string) error {
+	if !isPlaceholder(expr) {
+		return nil
+	}
+	if err := checkBraces(expr); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
