@@ -76,7 +76,11 @@ func (c StartCheck) Refusals() []*RefusedError {
 	sentinelRefused := false
 	master := sentinelNode
 	for _, n := range c.Nodes {
-		if addr, ok := strings.CutPrefix(n.Server, "master "); ok && n.Sentinel && master == sentinelNode {
+		if !n.Sentinel {
+			continue
+		}
+		sentinelRefused = sentinelRefused || IsLoginRefusal(n.Err) || len(n.Refused) > 0
+		if addr, ok := strings.CutPrefix(n.Server, "master "); ok && master == sentinelNode {
 			master = addr
 		}
 	}
@@ -96,7 +100,6 @@ func (c StartCheck) Refusals() []*RefusedError {
 			}
 			e.Node = master
 		}
-		sentinelRefused = sentinelRefused || n.Sentinel
 		out = append(out, e)
 	}
 	if len(out) == 0 {
