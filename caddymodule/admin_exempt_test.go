@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -54,6 +55,10 @@ func TestUsageShowsExemptSends(t *testing.T) {
 			t.Fatalf("records: %+v", r)
 		}
 		check("records", r.Rules[0].ruleUsage)
+		// The marks ride with their log: a listing shows no log of them.
+		if a := adminDo(t, http.MethodGet, "/frequency_cap/"+name+"/records?recipient=eve"); !strings.Contains(string(a.body), `"unmatched":[]`) {
+			t.Errorf("records list the marks as a log: %s", a.body)
+		}
 		// A recipient with no exempt send says so: exempt 0, no marks.
 		expectStatus(t, g.send("/", map[string]any{"to": "max"}), http.StatusOK)
 		if u := usageOf(t, name, "recipient=max")["marketing"]; u.Exempt == nil || *u.Exempt != 0 || u.Sends[0].Exempt != 0 {
