@@ -17,6 +17,9 @@
 // A Store is safe for concurrent use; its zero value is not usable (call
 // New), and Close releases what it holds (not the client, which the caller
 // owns). Errors wrap limiter.ErrStore, limiter.ErrTimeout or
-// limiter.ErrClockSkew; ErrOutOfMemory and ErrNoPermission (both also
-// limiter.ErrStore) name the two failures an operator must act on.
+// limiter.ErrClockSkew; ErrOutOfMemory, ErrNoPermission and
+// ErrLoginRefused (all also limiter.ErrStore) name the failures an
+// operator must act on. A refused login or command is told by the type
+// of the error the server answered with (acl.go), and Store.CheckStart
+// with StartCheck.Refusals finds one before the first decision does.
 package redisstore
