@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -278,6 +279,59 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	if n := read(t, b, "unknown fields shown", chromedp.Evaluate[int](`document.querySelectorAll('`+marketing+` .extra dt').length`)); n != 0 {
 		t.Errorf("the rule shows %d fields the page does not know", n)
+	}
+	b.expectQuiet(t)
+}
+
+// TestConsoleBrowserCredentialsInURL proves that a console opened with
+// the user and password in its address (http://user:pass@host/support/)
+// works: it is opened so and a look-up answers. Chromium drops the
+// credentials from the page's address (other browsers keep them, and
+// there fetch refuses a request resolved against it), so the test also
+// records every address the page fetches: each must be whole, made from
+// the origin (which never carries credentials), not resolved against the
+// page's address.
+func TestConsoleBrowserCredentialsInURL(t *testing.T) {
+	b := startBrowser(t)
+	up := startUpstream(t)
+	g := startGateway(t, consoleSite(t, "", up.addr(), ""))
+	expectStatus(t, g.send("/push", map[string]any{"to": "erin", "content": "hi"}), http.StatusOK)
+	u, err := url.Parse(g.url + "/support/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(consoleUser, consolePassword)
+	const record = `(() => {
+		const fetch0 = window.fetch;
+		window.fetched = [];
+		window.fetch = function (input, init) {
+			window.fetched.push(String(input));
+			return fetch0.call(this, input, init);
+		};
+	})()`
+	const push = `section[data-capset="push"] `
+	if _, err := chromedp.Call(b.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: record}); err != nil {
+		t.Fatalf("recording what the page fetches: %v", err)
+	}
+	b.do(t, "opening "+u.Redacted()+" and looking up erin",
+		chromedp.Navigate(u.String()),
+		chromedp.WaitVisible(push+`input[name="recipient"]`),
+		chromedp.SendKeys(push+`input[name="recipient"]`, "erin"),
+		chromedp.Click(push+`button[type="submit"]`),
+		chromedp.WaitVisible(push+`.rule[data-rule="per_minute"][data-used="1"]`),
+	)
+	fetched := read(t, b, "the addresses fetched", chromedp.Evaluate[[]string](`window.fetched`))
+	origin := read(t, b, "the origin", chromedp.Evaluate[string](`location.origin`))
+	if len(fetched) < 2 {
+		t.Errorf("the page fetched %q; want the cap sets and the look-up", fetched)
+	}
+	for _, f := range fetched {
+		if !strings.HasPrefix(f, origin+"/") {
+			t.Errorf("the page fetched %q: not an address made from its origin %s", f, origin)
+		}
+	}
+	if errs := read(t, b, "errors shown", chromedp.Evaluate[int](`document.querySelectorAll(".status.error").length`)); errs != 0 {
+		t.Errorf("the page shows %d errors", errs)
 	}
 	b.expectQuiet(t)
 }
