@@ -244,6 +244,13 @@ func TestConsoleBrowserReset(t *testing.T) {
 	if strings.Join(labels, "; ") != "zone · header X-TZ; limit · tier_day; cost · JSON units" {
 		t.Errorf("the inputs are labelled %q", labels)
 	}
+	rules := read(t, b, "the rules listed", chromedp.Evaluate[[]string](`[...document.querySelectorAll('`+sec+`.ruleset li')].map(e => e.textContent)`))
+	if len(rules) != 5 || rules[0] != "device_day (device): tier_day (else 3) per calendar day (UTC) · zone from header X-TZ (else the one shown)" || rules[3] != "campaign_budget (campaign): 100 per 24 h · cost from JSON units" {
+		t.Errorf("the rules are listed as %q", rules)
+	}
+	if text := read(t, b, "the page", chromedp.Evaluate[string](`document.querySelector('`+sec+`').textContent`)); strings.ContainsAny(text, "{}") {
+		t.Errorf("the page shows a placeholder as written: %q", text)
+	}
 	assumed := read(t, b, "the assumptions", chromedp.Evaluate[[]string](`[...document.querySelectorAll('`+day+` .assumed li')].map(e => e.textContent)`))
 	if strings.Join(assumed, "; ") != "Assumed: counted in UTC, the fallback zone: header X-TZ not given; Assumed: limit 3, the fallback: tier_day not given" {
 		t.Errorf("without a zone and a tier, device_day says %q", assumed)

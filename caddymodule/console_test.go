@@ -51,10 +51,11 @@ type input struct {
 
 // ruleEntry is one rule of a capSetEntry.
 type ruleEntry struct {
-	Rule   string   `json:"rule"`
-	By     []string `json:"by"`
-	Limit  int64    `json:"limit"`
-	Window string   `json:"window"`
+	Rule     string   `json:"rule"`
+	By       []string `json:"by"`
+	Limit    int64    `json:"limit"`
+	Window   string   `json:"window"`
+	ZoneFrom string   `json:"zone_from"`
 }
 
 // consolePage is the page the console serves: support/console.html, embedded.
@@ -183,7 +184,7 @@ func TestConsoleAPI(t *testing.T) {
 				{Name: "local", Store: "memory", Dimensions: []string{"recipient"}, Zoned: true, Inputs: []input{
 					{Param: "json.tz", Kind: "zone", Placeholder: "{json.tz}", Words: "JSON tz", Rules: []string{"local_day"}},
 				}, Rules: []ruleEntry{
-					{Rule: "local_day", By: []string{"recipient"}, Limit: 3, Window: "calendar day Asia/Shanghai"},
+					{Rule: "local_day", By: []string{"recipient"}, Limit: 3, Window: "calendar day Asia/Shanghai", ZoneFrom: "JSON tz"},
 				}},
 				{Name: "push", Store: store, Dimensions: []string{"recipient", "content"}, Inputs: []input{}, Rules: []ruleEntry{
 					{Rule: "per_minute", By: []string{"recipient"}, Limit: 2, Window: "1m0s"},

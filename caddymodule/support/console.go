@@ -251,6 +251,13 @@ type ruleEntry struct {
 	Window string   `json:"window"`
 	// DryRun marks a shadow rule: it never refuses a send.
 	DryRun bool `json:"dry_run,omitempty"`
+	// LimitFrom, ZoneFrom and CostFrom name, in words, the placeholders
+	// the rule reads its limit, zone and cost from; Limit is then the
+	// fallback limit (or, without one, the most a request may set), and
+	// Window's zone the fallback zone.
+	LimitFrom string `json:"limit_from,omitempty"`
+	ZoneFrom  string `json:"zone_from,omitempty"`
+	CostFrom  string `json:"cost_from,omitempty"`
 }
 
 func (c *Console) list() capSetList {
@@ -282,7 +289,20 @@ func capSetEntries(shows func(name string) bool) []capSetEntry {
 			if q := cr.Rule.Quiet; q != nil {
 				window = q.String(nil)
 			}
-			e.Rules = append(e.Rules, ruleEntry{Rule: cr.Rule.Name, By: askedBy(cs, &cr), Limit: cr.Rule.Limit, Window: window, DryRun: cr.Shadow})
+			re := ruleEntry{Rule: cr.Rule.Name, By: askedBy(cs, &cr), Limit: cr.Rule.Limit, Window: window, DryRun: cr.Shadow}
+			if cr.LimitExpr != "" {
+				re.LimitFrom = placeholderWords(cr.LimitExpr)
+				if cr.LimitFallback > 0 {
+					re.Limit = cr.LimitFallback
+				}
+			}
+			if cr.ZoneExpr != "" {
+				re.ZoneFrom = placeholderWords(cr.ZoneExpr)
+			}
+			if cr.CostExpr != "" {
+				re.CostFrom = placeholderWords(cr.CostExpr)
+			}
+			e.Rules = append(e.Rules, re)
 			e.Zoned = e.Zoned || (cr.ZoneExpr != "" && !zoneDim)
 		}
 		out = append(out, e)
