@@ -41,11 +41,17 @@ func init() {
 // (and of any rule that shares their record log: the same dimensions and
 // cost) and answers {"name": ..., "reset": [rules]}.
 //
-// The optional parameter zone (an IANA zone) says in which zone to count
-// the rules whose calendar zone is a placeholder such as {json.tz}; by
-// default their fallback zone is used, as for a request that names none.
-// When a handler has a dimension named zone, the parameter is that
-// dimension's value instead.
+// A rule that reads its zone, limit or cost from a placeholder of each
+// request depends on a value no dimension gives: each such placeholder is
+// an optional parameter named after it ({http.request.header.X-TZ} is
+// http.request.header.X-TZ, {tier_day} is tier_day; see inputsOf), and
+// GET /frequency_cap/ lists them as "inputs". Without it, the rule is
+// answered with its fallback (zone, limit) or no cost, and its "assumed"
+// says so: [{"kind", "param", "value", "note"}]. Given a cost, a rule
+// also answers "cost", "admits" and "retry_after" for a send of it. The
+// parameter zone (an IANA zone) gives every zone placeholder not given by
+// its own; when a handler has a dimension named zone, the parameter is
+// that dimension's value instead.
 //
 //	GET    /frequency_cap/<name>/records?<dimension>=<value>
 //	DELETE /frequency_cap/<name>/records?<dimension>=<value>

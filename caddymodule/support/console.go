@@ -49,7 +49,12 @@ func init() {
 // errors). The cap set list is {"read_only": bool, "capsets": [{"name",
 // "store" ("memory" or "redis"), "dry_run", "dimensions" (those its rules
 // use, in the order they first appear), "zoned" (whether the zone
-// parameter applies), "rules": [{"rule", "by", "limit", "window"}]}]}.
+// parameter applies), "inputs" (the values beyond the dimensions its
+// answers depend on, each a parameter: see AdminAPI), "rules": [{"rule",
+// "by", "limit", "window", and "limit_from", "zone_from", "cost_from" in
+// words when a placeholder gives them}]}]}. The page's Reset, from any
+// view, deletes the records of her dimension's value, never a log kept
+// under another value.
 //
 // A DELETE from another origin is refused (403), so that a page elsewhere
 // cannot make a signed-in browser reset a recipient. Resets are logged at
