@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -290,6 +292,18 @@ func TestConsoleBrowserReset(t *testing.T) {
 	for _, not := range []string{"night", "zone =", "X-TZ", "Asia/Tokyo"} {
 		if strings.Contains(confirm, not) {
 			t.Errorf("the confirmation mentions %q: %q", not, confirm)
+		}
+	}
+	// At a phone's width, with the confirmation open, no two labels
+	// cover each other.
+	b.do(t, "narrowing the page to 390 px", chromedp.EmulateViewport(390, 900), chromedp.Sleep(200*time.Millisecond))
+	if overlaps := read(t, b, "overlapping labels", chromedp.Evaluate[[]string](overlappingLabels)); len(overlaps) > 0 {
+		t.Errorf("at 390 px these labels overlap: %q", overlaps)
+	}
+	if os.Getenv("FREQCAP_SCREENSHOTS") != "" {
+		shot := read(t, b, "a screenshot", chromedp.FullScreenshot(100))
+		if err := os.WriteFile(filepath.Join(os.Getenv("FREQCAP_SCREENSHOTS"), "console-reset-390px.png"), shot, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 	b.do(t, "confirming the reset",
