@@ -318,3 +318,40 @@ func TestConsoleBrowserReset(t *testing.T) {
 	}
 	b.expectQuiet(t)
 }
+
+// TestRecordsBesideAGlobalCeiling proves that a rule without by (one count
+// over every send) neither stops records from listing one recipient nor
+// is forgotten with her: its log is everyone's.
+func TestRecordsBesideAGlobalCeiling(t *testing.T) {
+	up := startUpstream(t)
+	const name = "records_ceiling"
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		name %s
+		key_prefix %s
+		dimension recipient {json.to}
+		rule recipient_minute {
+			by     recipient
+			limit  5
+			window 1m
+		}
+		rule all_minute {
+			limit  10
+			window 1m
+		}
+	}
+	reverse_proxy %s`, name, testPrefix(), up.addr()))
+	for _, to := range []string{"alice", "alice", "bob"} {
+		expectStatus(t, g.send("/", map[string]any{"to": to}), http.StatusOK)
+	}
+	if got := held(t, name, "recipient=alice").summary(); got != "recipient_minute()=2" {
+		t.Errorf("alice's records: %q", got)
+	}
+	expectStatus(t, adminDo(t, http.MethodDelete, "/frequency_cap/"+name+"/records?recipient=alice"), http.StatusOK)
+	if got := held(t, name, "recipient=alice").summary(); got != "" {
+		t.Errorf("after the reset, alice's records: %q", got)
+	}
+	if u := usageOf(t, name, "recipient=bob"); u["all_minute"].Used != 3 || u["recipient_minute"].Used != 1 {
+		t.Errorf("the reset of alice touched what is not hers: %+v", u)
+	}
+}

@@ -136,11 +136,19 @@ func readRecordsQuery(cs *capset.CapSet, raw string) (*recordsQuery, *reply.Fail
 	if fail != nil {
 		return nil, fail
 	}
-	if len(p.values) != 1 {
+	// The constant dimension of a rule without by is always among the
+	// values, and never the one asked for: its log is everyone's.
+	asked := map[string]string{}
+	for dim, value := range p.values {
+		if !constantDim(cs, dim) {
+			asked[dim] = value
+		}
+	}
+	if len(asked) != 1 {
 		return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("give one dimension, whose records to list (%s keys records by %s)", cs.Name, strings.Join(keyingDimensions(cs), ", "))}
 	}
 	q := &recordsQuery{cs: cs, inputs: p.inputs, given: p.given}
-	for dim, value := range p.values { // the one
+	for dim, value := range asked { // the one
 		q.dim, q.value = dim, value
 	}
 	zoned := false
@@ -160,12 +168,24 @@ func readRecordsQuery(cs *capset.CapSet, raw string) (*recordsQuery, *reply.Fail
 	return q, nil
 }
 
+// constantDim reports whether dim is the constant dimension of a rule
+// without by.
+func constantDim(cs *capset.CapSet, dim string) bool {
+	for _, d := range cs.Dims {
+		if d.Name == dim {
+			return d.Constant
+		}
+	}
+	return false
+}
+
 // keyingDimensions are the first dimensions of the cap set's counting
-// rules, sorted: the values a records query can list.
+// rules, sorted: the values a records query can list (never the constant
+// one of a rule without by).
 func keyingDimensions(cs *capset.CapSet) []string {
 	var out []string
 	for _, cr := range cs.Rules {
-		if cr.Rule.Quiet == nil && len(cr.Rule.By) > 0 && !slices.Contains(out, cr.Rule.By[0]) {
+		if cr.Rule.Quiet == nil && len(cr.Rule.By) > 0 && !constantDim(cs, cr.Rule.By[0]) && !slices.Contains(out, cr.Rule.By[0]) {
 			out = append(out, cr.Rule.By[0])
 		}
 	}
