@@ -76,7 +76,7 @@ func (h heldAnswer) summary() string {
 // quiet hours are those of its X-TZ header, a day limit by tier (Caddy's
 // map, fallback 3), one send a title an hour, and two rules kept under
 // the campaign (a budget every device of it shares, and the device's
-// sends in it). The quiet range starts two hours from now in Tokyo, so
+// sends in it), and a ceiling over every send. The quiet range starts two hours from now in Tokyo, so
 // that no send of the test falls in it.
 func deviceSite(name, storeLine, upstream string) string {
 	start := time.Now().In(tokyo()).Add(2 * time.Hour).Truncate(time.Minute)
@@ -117,6 +117,10 @@ func deviceSite(name, storeLine, upstream string) string {
 		rule campaign_device {
 			by     campaign device
 			limit  5
+			window 24h
+		}
+		rule every_send_day {
+			limit  1000
 			window 24h
 		}
 	}
@@ -204,6 +208,9 @@ func TestConsoleResetForgetsAllOfHers(t *testing.T) {
 			if budget() != 7 || inCampaign() != 3 {
 				t.Errorf("the reset touched what is kept under the campaign: budget %d, her sends in it %d; want 7 and 3", budget(), inCampaign())
 			}
+			if every := usageOf(t, name, "device="+other)["every_send_day"].Used; every != 4 {
+				t.Errorf("the reset touched the count of every send: %d, want 4", every)
+			}
 			if got := held(t, name, "device="+other).summary(); got != "device_day()=1 same_title_hour(title=A)=1" {
 				t.Errorf("the other device: %s", got)
 			}
@@ -247,7 +254,7 @@ func TestConsoleBrowserReset(t *testing.T) {
 		t.Errorf("the inputs are labelled %q", labels)
 	}
 	rules := read(t, b, "the rules listed", chromedp.Evaluate[[]string](`[...document.querySelectorAll('`+sec+`.ruleset li')].map(e => e.textContent)`))
-	if len(rules) != 5 || rules[0] != "device_day (device): tier_day (else 3) per calendar day (UTC) · zone from header X-TZ (else the one shown)" || rules[3] != "campaign_budget (campaign): 100 per 24 h · cost from JSON units" {
+	if len(rules) != 6 || rules[0] != "device_day (device): tier_day (else 3) per calendar day (UTC) · zone from header X-TZ (else the one shown)" || rules[3] != "campaign_budget (campaign): 100 per 24 h · cost from JSON units" {
 		t.Errorf("the rules are listed as %q", rules)
 	}
 	if text := read(t, b, "the page", chromedp.Evaluate[string](`document.querySelector('`+sec+`').textContent`)); strings.ContainsAny(text, "{}") {
@@ -285,7 +292,7 @@ func TestConsoleBrowserReset(t *testing.T) {
 		t.Errorf("the confirmation lists %q\nwant %q", forget, want)
 	}
 	kept := read(t, b, "the logs kept", chromedp.Evaluate[[]string](`[...document.querySelectorAll('`+sec+`.confirm .kept li')].map(e => e.textContent)`))
-	if strings.Join(kept, "; ") != "campaign_budget (campaign = spring); campaign_device (campaign = spring, device = "+her+")" {
+	if strings.Join(kept, "; ") != "campaign_budget (campaign = spring); campaign_device (campaign = spring, device = "+her+"); every_send_day (every send)" {
 		t.Errorf("the confirmation keeps %q", kept)
 	}
 	confirm := read(t, b, "the confirmation", chromedp.Text(sec+`.confirm`))
