@@ -38,6 +38,10 @@ type capSetEntry struct {
 	Zoned      bool        `json:"zoned"`
 	Inputs     []input     `json:"inputs"`
 	Rules      []ruleEntry `json:"rules"`
+	Missing    []struct {
+		Dimension string `json:"dimension"`
+		Words     string `json:"words"`
+	} `json:"missing"`
 }
 
 // input is a value a cap set's answers depend on beyond its dimensions.

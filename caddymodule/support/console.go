@@ -239,6 +239,15 @@ type capSetEntry struct {
 	Inputs []input      `json:"inputs"`
 	Exempt *exemptEntry `json:"exempt,omitempty"`
 	Rules  []ruleEntry  `json:"rules"`
+	// Missing lists the dimensions no request had a value for in the
+	// last minute (on_missing skip): the rules by them capped nothing.
+	Missing []missingEntry `json:"missing,omitempty"`
+}
+
+// missingEntry is a dimension never found, its placeholders in words.
+type missingEntry struct {
+	Dimension string `json:"dimension"`
+	Words     string `json:"words"`
 }
 
 // exemptEntry is a cap set's exempt subdirective, its placeholder also
@@ -284,6 +293,11 @@ func capSetEntries(shows func(name string) bool) []capSetEntry {
 		for _, d := range cs.Dims {
 			if !d.Constant { // a rule without by asks for nothing
 				e.Dimensions = append(e.Dimensions, d.Name)
+			}
+		}
+		if cs.Missing != nil {
+			for _, name := range cs.Missing() {
+				e.Missing = append(e.Missing, missingEntry{Dimension: name, Words: placeholderWords(cs.Dimensions[name])})
 			}
 		}
 		// A dimension named zone takes the zone parameter's place (see

@@ -276,7 +276,7 @@ func usageOf(cs *capset.CapSet, ctx context.Context, entries []usageEntry) (time
 		res := results[i]
 		ru := ruleUsage{
 			Rule:       res.Rule.Name,
-			By:         res.Rule.By,
+			By:         askedBy(cs, e.cr),
 			Values:     e.values,
 			Hashed:     e.hashed,
 			Limit:      res.Limit,
