@@ -166,7 +166,8 @@ func (c *Caddy) Healthy(t testing.TB) {
 // 127.0.0.1, no automatic certificates (TLS sites name their certificate
 // files) nor HTTP->HTTPS redirects (which would listen on port 80, where
 // two Caddys cannot both listen), and HTTP/1.1 and HTTP/2 only (no UDP listener for HTTP/3). The
-// second verb takes more lines for the servers block (StartCaddyWith).
+// second verb takes more lines for the servers block (StartCaddyWith), the
+// third more global options (StartCaddyGlobals).
 const globals = `{
 	admin 127.0.0.1:%d
 	persist_config off
@@ -177,7 +178,7 @@ const globals = `{
 	servers {
 		protocols h1 h2
 %s	}
-}
+%s}
 `
 
 // StartCaddy runs the Caddy binary with the global options above followed
@@ -192,7 +193,18 @@ func StartCaddy(t testing.TB, sites string) *Caddy {
 // servers block, one option a line (say "listener_wrappers {\n\th2_scheme\n}").
 func StartCaddyWith(t testing.TB, serverOptions, sites string) *Caddy {
 	t.Helper()
-	c, err := startCaddy(t, serverOptions, sites)
+	c, err := startCaddy(t, serverOptions, "", sites)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// StartCaddyGlobals is StartCaddy with more global options after the
+// servers block (say a "servers :8443 {...}" block of one listener's own).
+func StartCaddyGlobals(t testing.TB, globalOptions, sites string) *Caddy {
+	t.Helper()
+	c, err := startCaddy(t, "", globalOptions, sites)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +218,7 @@ func StartGateway(t testing.TB, sites string) *Caddy {
 	return StartCaddy(t, sites)
 }
 
-func startCaddy(t testing.TB, serverOptions, sites string) (*Caddy, error) {
+func startCaddy(t testing.TB, serverOptions, globalOptions, sites string) (*Caddy, error) {
 	t.Helper()
 	bin := CaddyBinary(t)
 	dir := t.TempDir()
@@ -214,7 +226,7 @@ func startCaddy(t testing.TB, serverOptions, sites string) (*Caddy, error) {
 	c := &Caddy{
 		Admin:  fmt.Sprintf("http://127.0.0.1:%d", admin),
 		Dir:    dir,
-		Config: fmt.Sprintf(globals, admin, indent(serverOptions, "\t\t")) + sites,
+		Config: fmt.Sprintf(globals, admin, indent(serverOptions, "\t\t"), indent(globalOptions, "\t")) + sites,
 		exited: make(chan struct{}),
 	}
 	file := filepath.Join(dir, "Caddyfile")

@@ -71,6 +71,19 @@ var fcmBody = []byte(`{"message":{"token":"` + strings.Repeat("d", 163) + `","no
 // over HTTP/2.
 func gateway(t testing.TB, wrapped bool, upstream http.Handler) (*conformance.Caddy, *h2raw.Client) {
 	t.Helper()
+	g := startFCMGateway(t, wrapped, upstream)
+	return g.caddy, g.dial(t)
+}
+
+// fcmGateway is a running Caddy in front of an FCM mock.
+type fcmGateway struct {
+	caddy *conformance.Caddy
+	addr  string
+	pki   *conformance.PKI
+}
+
+func startFCMGateway(t testing.TB, wrapped bool, upstream http.Handler) *fcmGateway {
+	t.Helper()
 	pki := conformance.NewPKI(t, "127.0.0.1")
 	up := conformance.Serve(t, upstream)
 	port := conformance.FreePort(t)
@@ -85,12 +98,18 @@ func gateway(t testing.TB, wrapped bool, upstream http.Handler) (*conformance.Ca
 	}
 }
 `, port, pki.CertFile, pki.KeyFile, up))
-	conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{RootCAs: pki.Pool, NextProtos: []string{"h2"}})
+	return &fcmGateway{caddy: c, addr: fmt.Sprintf("127.0.0.1:%d", port), pki: pki}
+}
+
+// dial opens one more HTTP/2 connection to the gateway.
+func (g *fcmGateway) dial(t testing.TB) *h2raw.Client {
+	t.Helper()
+	conn, err := tls.Dial("tcp", g.addr, &tls.Config{RootCAs: g.pki.Pool, NextProtos: []string{"h2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return c, h2raw.New(t, conn)
+	return h2raw.New(t, conn)
 }
 
 // fcm answers as FCM does, after checking the request came over TLS.

@@ -19,7 +19,7 @@ import (
 // wrapper in the 9-byte and payload-sized reads of x/net's Framer. `bare`
 // reads the same bytes without it; `ordinary` is a client writing
 // "https" (blocks decoded, passed as sent), `colon` firebase-admin's
-// "https:" (decoded and re-encoded).
+// "https:" (decoded, and transcoded where a literal carries it).
 func BenchmarkWrapperRead(b *testing.B) {
 	for _, tc := range []struct {
 		name, scheme string

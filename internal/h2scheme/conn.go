@@ -105,14 +105,14 @@ type Conn struct {
 	rem     int // payload bytes of a frame passed as it is, still to read
 	err     error
 
-	dec      *hpack.Decoder
-	block    headerBlock
-	reencode bool // blocks are re-encoded from now on (see package doc)
+	dec   *hpack.Decoder
+	block headerBlock
+	// frag and fixed hold a block with a scheme to fix: its fragments
+	// together, then as the server gets them.
+	frag, fixed []byte
 	// undecoded is the stream of a header block that passes undecoded:
 	// its HEADERS frame is one x/net refuses unread (see readHeaders).
 	undecoded uint32
-	enc       *hpack.Encoder
-	encBuf    bytes.Buffer
 	hdr       [frameHeaderLen]byte
 }
 
@@ -125,12 +125,24 @@ type headerBlock struct {
 	prio   [5]byte // its priority fields, when PRIORITY is set
 	raw    []byte  // the frames as received
 	fields []hpack.HeaderField
-	size   int  // the decoded list so far, in HPACK's measure
-	tooBig bool // size passed the limit
-	fix    bool // a field's scheme was fixed
-	// invalid is set by a field Go's server refuses the stream for;
-	// sawRegular by a field that is not a pseudo-header.
+	size   int      // the decoded list so far, in HPACK's measure
+	tooBig bool     // size passed the limit
+	frags  [][2]int // each fragment's start and end in raw
+	fixed  []int    // the fields whose scheme was fixed, by number
+	// checked is how many of fields hasInvalidField has checked;
+	// sawRegular says one of them was not a pseudo-header, invalid that
+	// one was a field Go's server refuses the stream for.
+	checked             int
 	invalid, sawRegular bool
+}
+
+// hasInvalidField reports whether a field decoded so far is one x/net
+// refuses (validField), checking those not checked yet.
+func (b *headerBlock) hasInvalidField() bool {
+	for ; !b.invalid && b.checked < len(b.fields); b.checked++ {
+		b.invalid = !validField(b.fields[b.checked], &b.sawRegular)
+	}
+	return b.invalid
 }
 
 // Wrap returns c reading as a Conn. A *tls.Conn comes back as a *TLSConn,
@@ -302,7 +314,11 @@ func (c *Conn) readContinuation(length int, flags byte, stream uint32) error {
 	if stream != c.block.stream {
 		return protocolError("CONTINUATION for stream %d inside stream %d's header block", stream, c.block.stream)
 	}
-	if c.block.invalid {
+	if c.block.hasInvalidField() {
+		// x/net refuses the stream for an invalid field and ends the
+		// connection at a CONTINUATION frame after one; the fields are
+		// checked only here, as most blocks have no CONTINUATION. (The
+		// server checks every field itself.)
 		return protocolError("CONTINUATION after an invalid header field")
 	}
 	payload, err := c.readBlockFrame(length)
@@ -335,6 +351,9 @@ func (c *Conn) readBlockFrame(length int) ([]byte, error) {
 // decode decodes one fragment of the block, and hands out the block when
 // the fragment ends it.
 func (c *Conn) decode(frag []byte, flags byte) error {
+	// frag lies in the block's raw bytes: its capacity says where.
+	at := cap(c.block.raw) - cap(frag)
+	c.block.frags = append(c.block.frags, [2]int{at, at + len(frag)})
 	_, err := c.dec.Write(frag)
 	if c.block.tooBig || errors.Is(err, hpack.ErrStringLength) {
 		return fmt.Errorf("%w: its header list passes %d bytes", errBlockTooLarge, c.opts.MaxHeaderListSize)
@@ -348,20 +367,12 @@ func (c *Conn) decode(frag []byte, flags byte) error {
 	if err := c.dec.Close(); err != nil {
 		return fmt.Errorf("h2scheme: %w", err)
 	}
-	c.finishBlock()
-	return nil
+	return c.finishBlock()
 }
 
 // emit takes each decoded field of the block.
 func (c *Conn) emit(f hpack.HeaderField) {
 	b := &c.block
-	if !validField(f, &b.sawRegular) {
-		// As x/net does: the stream is refused for it, later strings
-		// are not decoded, and a CONTINUATION frame after it ends the
-		// connection (readContinuation). The server sees the field.
-		b.invalid = true
-		c.dec.SetEmitEnabled(false)
-	}
 	b.size += int(f.Size())
 	if b.size > c.opts.MaxHeaderListSize {
 		b.tooBig = true
@@ -370,7 +381,8 @@ func (c *Conn) emit(f hpack.HeaderField) {
 	}
 	if f.Name == ":scheme" {
 		if v, ok := fixedScheme(f.Value); ok {
-			f.Value, b.fix = v, true
+			f.Value = v
+			b.fixed = append(b.fixed, len(b.fields))
 		}
 	}
 	b.fields = append(b.fields, f)
@@ -409,40 +421,35 @@ func fixedScheme(v string) (string, bool) {
 	return "", false
 }
 
-// finishBlock hands out a whole block: as received while no block has
-// needed a fix, re-encoded from the first one that did.
-func (c *Conn) finishBlock() {
+// finishBlock hands out a whole block: as received, or, when a scheme
+// was fixed, transcoded (see transcode) into new frames.
+func (c *Conn) finishBlock() error {
 	b := &c.block
-	if !c.reencode && !b.fix {
+	if len(b.fixed) == 0 {
 		if len(c.out) == 0 {
 			c.out, b.raw = b.raw, c.out[:0]
 		} else {
 			c.out = append(c.out, b.raw...)
 		}
 	} else {
-		if !c.reencode {
-			// The server's dynamic table is the client's, possibly shrunk
-			// by the client; the wrapper's encoder starts empty at 4 KiB.
-			// Its first block sets the server's table to size 0 (which
-			// empties it) and then to the 4 KiB the encoder assumes.
-			c.reencode = true
-			c.enc = hpack.NewEncoder(&c.encBuf)
-			c.enc.SetMaxDynamicTableSize(0)
-			c.enc.SetMaxDynamicTableSize(tableSize)
+		c.frag = c.frag[:0]
+		for _, f := range b.frags {
+			c.frag = append(c.frag, b.raw[f[0]:f[1]]...)
 		}
-		c.encBuf.Reset()
-		for _, f := range b.fields {
-			_ = c.enc.WriteField(f) // writes to a bytes.Buffer: never fails
+		var err error
+		if c.fixed, err = transcode(c.fixed[:0], c.frag, b.fields, b.fixed); err != nil {
+			return err
 		}
-		c.appendFrames(c.encBuf.Bytes())
+		c.appendFrames(c.fixed)
 	}
 	clear(b.fields)
-	b.fields, b.size, b.fix, b.active = b.fields[:0], 0, false, false
-	b.invalid, b.sawRegular = false, false
+	b.fields, b.fixed, b.frags, b.size, b.active = b.fields[:0], b.fixed[:0], b.frags[:0], 0, false
+	b.checked, b.invalid, b.sawRegular = 0, false, false
 	c.dec.SetEmitEnabled(true)
+	return nil
 }
 
-// appendFrames writes a re-encoded block as a HEADERS frame (keeping the
+// appendFrames writes a transcoded block as a HEADERS frame (keeping the
 // client's END_STREAM and priority, dropping its padding) and as many
 // CONTINUATION frames as it needs.
 func (c *Conn) appendFrames(block []byte) {

@@ -53,9 +53,9 @@ func TestOtherSchemesStayRefused(t *testing.T) {
 // request, many repeated so that the client refers to them by index)
 // overflow the 4 KiB dynamic table over and over, with `:scheme` written
 // both ways, fields never indexed, client table-size changes, and blocks
-// split into CONTINUATION frames. The client shrinks its table before the
-// first fix, so the wrapper's encoder must set the server's table size
-// back. The server must see exactly the fields
+// split into CONTINUATION frames, and the client shrinking its table to
+// 256 bytes, then 0, and back: the server's table, which holds every
+// fixed entry a byte shorter, must still name what the client names. The server must see exactly the fields
 // sent, every time: one byte of drift between the wrapper's tables and
 // the client's or the server's would decode a wrong field from then on.
 func TestLongConnectionKeepsTablesInStep(t *testing.T) {

@@ -16,15 +16,17 @@
 //     fails them gets GOAWAY INADEQUATE_SECURITY, as from Go's server.
 //   - Frames other than HEADERS and CONTINUATION pass byte for byte, and
 //     a connection that is not HTTP/2 passes untouched.
-//   - HPACK makes a one-header rewrite impossible: a client adds
+//   - HPACK makes a one-header rewrite look impossible: a client adds
 //     ":scheme: https:" to the dynamic table and refers to it by index
 //     later, and an entry one byte shorter shifts every later eviction.
-//     So every header block is decoded from the connection's start (the
-//     dynamic table must follow the client's). Blocks are passed as the
-//     client wrote them until the first one that holds a scheme to fix;
-//     from that block on, every block is re-encoded by an encoder of the
-//     wrapper's own, whose first block clears the server's dynamic table.
-//     An ordinary client's blocks are therefore decoded, never re-encoded.
+//     So every header block is decoded from the connection's start (to
+//     see every field, and bound it), and a block that holds a scheme to
+//     fix is transcoded, not re-encoded: each representation is copied
+//     byte for byte but the literals that define a fixed value. The
+//     server's table then holds the client's entries in order, the fixed
+//     ones a byte shorter, so it is never fuller than the client's and
+//     evicts nothing the client still names (see transcode). A block
+//     without one passes as the client wrote it.
 //   - A header block is bounded while it is decoded (the decoded header
 //     list, each string, and the raw bytes of HEADERS plus CONTINUATION
 //     frames, empty ones included), so an HPACK bomb or a CONTINUATION
