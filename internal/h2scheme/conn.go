@@ -109,7 +109,7 @@ type Conn struct {
 	block headerBlock
 	// frag and fixed hold a block with a scheme to fix: its fragments
 	// together, then as the server gets them.
-	frag, fixed []byte
+	frag, transcoded []byte
 	// undecoded is the stream of a header block that passes undecoded:
 	// its HEADERS frame is one x/net refuses unread (see readHeaders).
 	undecoded uint32
@@ -437,10 +437,10 @@ func (c *Conn) finishBlock() error {
 			c.frag = append(c.frag, b.raw[f[0]:f[1]]...)
 		}
 		var err error
-		if c.fixed, err = transcode(c.fixed[:0], c.frag, b.fields, b.fixed); err != nil {
+		if c.transcoded, err = transcode(c.transcoded[:0], c.frag, b.fields, b.fixed); err != nil {
 			return err
 		}
-		c.appendFrames(c.fixed)
+		c.appendFrames(c.transcoded)
 	}
 	clear(b.fields)
 	b.fields, b.fixed, b.frags, b.size, b.active = b.fields[:0], b.fixed[:0], b.frags[:0], 0, false
