@@ -1,30 +1,85 @@
 // Command clusterbench sizes a Redis Cluster for the gateway. It starts a
-// cluster of -masters masters (redis-server pinned to -redis-core with
-// taskset, no replicas), replays a data set through the Redis store on it,
+// cluster of masters (redis-server pinned to -redis-core with taskset, no
+// replicas) and one standalone redis-server on the same core, replays a
+// data set through the Redis store (limiter/redisstore) design by design,
 // and reports for each design the decisions a second, the Redis CPU each
 // decision costs (used_cpu_user + used_cpu_sys of every master, summed),
-// how the masters share that CPU, and the callers' latency:
+// how the masters share that CPU, and the callers' latency.
 //
-//	seed            the seed config, single sends: one script run on the
-//	                recipient's master
-//	seed+campaign   the seed config and a budget per campaign (10
-//	                campaigns): a second run on the campaign's master,
-//	                reserved and rolled back on a denial (a cross-shard rule)
-//	batch-all       batch sends of -batch entries under BatchAll (batch
-//	                reject), the entries spread over every master: one
-//	                pipeline of script runs per master
-//	standalone      the seed config on one standalone redis-server on the
-//	                same core, as the store decides there (in Go, batched):
-//	                the reference the cluster's figures are compared with,
-//	                in the same run
+// The designs (-designs, comma-separated; all of them by default):
+//
+//	standalone             the seed config on the standalone server, single
+//	                       sends, as the store decides there (in Go,
+//	                       batched): the reference of seed, seed+campaign
+//	                       and seed+coupon
+//	seed                   the seed config, single sends: one script run on
+//	                       the recipient's master
+//	seed+campaign          the seed config and a budget per campaign (10
+//	                       campaigns): a second run on the campaign's
+//	                       master, reserved and rolled back on a denial (a
+//	                       cross-shard rule)
+//	seed+coupon            the seed config and the seeds' coupon budget:
+//	                       rule coupon_day, by coupon, one value
+//	                       (coupon123456) so one key for every recipient,
+//	                       -coupon-limit a calendar day in UTC; a second run
+//	                       on that key's master for every decision. Its
+//	                       table also gives the share of the master that
+//	                       holds the key (found after the run)
+//	standalone-batch       batch sends of -batch entries under BatchAll
+//	                       (batch reject) on the standalone server: the
+//	                       reference of batch-all
+//	batch-all              batch sends under BatchAll, the entries spread
+//	                       over every master: one pipeline of script runs a
+//	                       master
+//	standalone-batch-each  batch sends under BatchEach (batch drop) on the
+//	                       standalone server: the reference of batch-each
+//	batch-each             batch sends under BatchEach on the cluster
+//
+// A cluster design's reference runs too when -designs does not name it.
+// The runs alternate design by design, the standalone references on the
+// same core as the masters, and each cluster design's "× its reference" is
+// its Redis CPU a decision over its reference's, run by run, then the
+// median: single sends against single sends, batch entries against batch
+// entries (a decision is an entry).
 //
 // The data set is redisbench's: -recipients recipients with 20 sends each
 // spread over 24 h and 5 contents each, decided in time order (each
 // request carries its time, so a run replays a day in seconds), by
-// -callers concurrent callers. Run it on the other core:
+// -callers concurrent callers. With 20 sends a recipient the coupon budget
+// cannot bind below 11,665 recipients (233,300 / 20): there seed+coupon
+// measures what the shared key costs, and a smaller -coupon-limit makes it
+// deny.
+//
+// Flags:
+//
+//	-masters 3          masters in the cluster, or a comma-separated list of
+//	                    counts (1,3,6): a cluster of each in turn, stopped
+//	                    before the next, a table each and a summary line a
+//	                    design across them; a 1-master cluster is a real one
+//	                    (cluster-enabled, every slot on one node)
+//	-recipients 20000   recipients in the data set
+//	-callers 32         concurrent callers
+//	-runs 3             runs of each design, alternated; medians reported
+//	-batch 50           entries in a batch send
+//	-coupon-limit 233300  the coupon budget a calendar day
+//	-designs …          the designs above
+//	-redis-core 0       CPU list for taskset -c; empty: no pinning
+//	-server redis-server  the server binary (default $FREQCAP_REDIS_SERVER,
+//	                    else redis-server on PATH); a valkey-server works
+//
+// CLUSTERBENCH_STATS=1 logs the first master's commandstats after each run.
+//
+// Every flag is checked before anything starts. Each server runs in a
+// directory of its own under $TMPDIR; every way out (an error, SIGINT,
+// SIGTERM) stops the servers the bench started and removes their
+// directories, and an interrupted bench exits non-zero.
+//
+// Run it on the other core:
 //
 //	go build -o /tmp/clusterbench ./examples/clusterbench
-//	taskset -c 1 /tmp/clusterbench -recipients 20000 -runs 3
+//	taskset -c 1 /tmp/clusterbench -recipients 5000 -runs 1
+//	taskset -c 1 /tmp/clusterbench -recipients 5000 -runs 1 -masters 1,3,6
+//	taskset -c 1 /tmp/clusterbench -recipients 5000 -runs 1 -server /path/to/valkey-server
 //
 // On a 2-core machine the masters share one core and the callers the
 // other, so the decisions a second are those of one core of Redis (or of
@@ -35,423 +90,93 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
-	"math/rand"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/freqcap/caddy-freqcap/limiter"
-	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	masters := flag.Int("masters", 3, "cluster masters")
-	recipients := flag.Int("recipients", 20_000, "recipients in the data set (20 sends each)")
-	callers := flag.Int("callers", 32, "concurrent callers")
-	runs := flag.Int("runs", 3, "runs of each design, alternated; medians are reported")
-	batch := flag.Int("batch", 50, "batch-all: entries in a batch send")
-	designs := flag.String("designs", "standalone,seed,seed+campaign,batch-all", "designs, comma-separated: standalone, seed, seed+campaign, batch-all")
-	core := flag.String("redis-core", "0", "CPU list to pin the masters to (taskset -c); empty: no pinning")
-	server := flag.String("server", envOr("FREQCAP_REDIS_SERVER", "redis-server"), "the server binary")
-	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "clusterbench:", err)
+		os.Exit(1)
+	}
+}
 
-	c, err := startCluster(*server, *masters, *core, true)
+// run is the bench. Past the flags' checks every error, ctx's end
+// included, returns through the stops of what was started.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	cfg, err := parseFlags(args, stderr)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	defer c.stop()
-	log.Printf("cluster of %d masters (%s) on core %q", *masters, c.version, *core)
-	standalone, err := startCluster(*server, 1, *core, false)
+	logger := log.New(stderr, "", log.LstdFlags)
+	for _, name := range cfg.added {
+		logger.Printf("running %s too: a design compared with it was chosen", name)
+	}
+	data := makeData(cfg.recipients, 20, 5)
+	logger.Printf("data set: %d recipients × 20 sends over 24 h, 5 contents each: %d decisions", cfg.recipients, len(data))
+	standalone, err := startCluster(ctx, cfg, 1, false, logger)
 	if err != nil {
-		log.Fatal(err)
+		return fmt.Errorf("starting the standalone server: %w", err)
 	}
-	defer standalone.stop()
-	data := makeData(*recipients, 20, 5)
-	log.Printf("data set: %d recipients × 20 sends over 24 h, 5 contents each: %d decisions", *recipients, len(data))
-
-	results := map[string][]result{}
-	names := strings.Split(*designs, ",")
-	for run := 0; run < *runs; run++ {
-		for _, name := range names {
-			target := c
-			if name == "standalone" {
-				target = standalone
-			}
-			if err := target.flush(); err != nil {
-				log.Fatal(err)
-			}
-			r, err := target.measure(name, data, *callers, *batch)
-			if err != nil {
-				log.Fatalf("%s: %v", name, err)
-			}
-			log.Printf("run %d %-14s %8.0f decisions/s  %5.1f µs Redis CPU/decision  masters' shares %s  p50 %s p99 %s  (Redis core %.0f%% busy)",
-				run+1, name, r.rate, r.cpuMicros, shares(r.perMaster), r.p50, r.p99, 100*r.redisBusy)
-			results[name] = append(results[name], r)
-		}
+	defer func() { err = errors.Join(err, standalone.stop()) }()
+	logger.Printf("standalone server %s (%s) on core %q", standalone.nodes[0].addr, standalone.version, cfg.core)
+	counts := cfg.masters
+	if !cfg.onCluster() {
+		counts = []int{0} // no cluster to start
 	}
-	fmt.Printf("\n| design | decisions/s (measured) | Redis CPU µs a decision | × standalone's | decisions/s a master on its own core | busiest master's share | p50 / p99 |\n|---|---|---|---|---|---|---|\n")
-	// The ratio to standalone is taken run by run (the runs alternate),
-	// then its median: the machine's speed drifts between runs.
-	for _, name := range names {
-		rs := results[name]
-		rate := median(rs, func(r result) float64 { return r.rate })
-		cpu := median(rs, func(r result) float64 { return r.cpuMicros })
-		busiest := median(rs, func(r result) float64 { return maxShare(r.perMaster) })
-		ratio := "–"
-		if ref := results["standalone"]; len(ref) == len(rs) {
-			ratios := make([]result, len(rs))
-			for i := range rs {
-				ratios[i].cpuMicros = rs[i].cpuMicros / ref[i].cpuMicros
-			}
-			ratio = fmt.Sprintf("%.1f", median(ratios, func(r result) float64 { return r.cpuMicros }))
-		}
-		fmt.Printf("| %s | %.0f | %.1f | %s | %.0f | %.0f %% | %s / %s |\n", name, rate, cpu, ratio, 1e6/cpu, 100*busiest, rs[len(rs)/2].p50, rs[len(rs)/2].p99)
-	}
-}
-
-// send is one decision of the data set.
-type send struct {
-	at        time.Time
-	recipient int
-	content   int
-}
-
-// makeData is redisbench's data set: sends per recipient at random times
-// of one day, contents of their own, in time order.
-func makeData(recipients, perRecipient, contents int) []send {
-	rng := rand.New(rand.NewSource(1))
-	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	out := make([]send, 0, recipients*perRecipient)
-	for r := 0; r < recipients; r++ {
-		for i := 0; i < perRecipient; i++ {
-			out = append(out, send{at: day.Add(time.Duration(rng.Int63n(int64(24 * time.Hour)))), recipient: r, content: rng.Intn(contents)})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].at.Before(out[j].at) })
-	return out
-}
-
-var seedRules = []*limiter.Rule{
-	{Name: "recipient_minute", By: []string{"recipient"}, Limit: 15, Window: limiter.Window{Duration: time.Minute}},
-	{Name: "recipient_day", By: []string{"recipient"}, Limit: 50, Window: limiter.Window{Duration: 24 * time.Hour}},
-	{Name: "same_content_59s", By: []string{"recipient", "content"}, Limit: 2, Window: limiter.Window{Duration: 59 * time.Second}},
-	{Name: "same_content_59m", By: []string{"recipient", "content"}, Limit: 5, Window: limiter.Window{Duration: 59 * time.Minute}},
-}
-
-var campaignRule = &limiter.Rule{Name: "campaign_day", By: []string{"campaign"}, Limit: 1_000_000_000, Window: limiter.Window{Duration: 24 * time.Hour}}
-
-// request builds s's request; with campaign, the campaign budget too.
-func request(s send, campaign bool) limiter.Request {
-	who, what := "r"+strconv.Itoa(s.recipient), "c"+strconv.Itoa(s.content)
-	r := limiter.Request{Now: s.at}
-	for _, rule := range seedRules {
-		c := limiter.Check{Rule: rule, Cost: 1, Values: []string{who}}
-		if len(rule.By) == 2 {
-			c.Values = append(c.Values, what)
-		}
-		r.Checks = append(r.Checks, c)
-	}
-	if campaign {
-		r.Checks = append(r.Checks, limiter.Check{Rule: campaignRule, Cost: 1, Values: []string{"camp" + strconv.Itoa(s.recipient%10)}})
-	}
-	return r
-}
-
-type result struct {
-	rate, cpuMicros, redisBusy float64
-	perMaster                  []float64 // each master's share of the CPU
-	p50, p99                   time.Duration
-}
-
-// measure replays data through a store on the cluster as design name.
-func (c *cluster) measure(name string, data []send, callers, batch int) (result, error) {
-	cfg := redisstore.Config{Addresses: c.addrs, Cluster: c.cluster, Timeout: 2 * time.Second}
-	client, err := cfg.NewClient()
-	if err != nil {
-		return result{}, err
-	}
-	defer client.Close()
-	s := redisstore.New(client, redisstore.Options{Prefix: "bench:", Timeout: 2 * time.Second})
-	defer s.Close()
-	ctx := context.Background()
-	step := 1
-	if name == "batch-all" {
-		step = batch
-	}
-	var next atomic.Int64
-	var failed atomic.Int64
-	lat := make([][]time.Duration, callers)
-	before, err := c.cpu()
-	if err != nil {
-		return result{}, err
-	}
-	start := time.Now()
-	var wg sync.WaitGroup
-	for g := 0; g < callers; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(int64(step))) - step
-				if i >= len(data) {
-					return
-				}
-				t0 := time.Now()
-				var err error
-				switch name {
-				case "seed", "seed+campaign", "standalone":
-					r := request(data[i], name == "seed+campaign")
-					_, err = s.Decide(ctx, &r)
-				case "batch-all":
-					reqs := make([]limiter.Request, 0, step)
-					for _, d := range data[i:min(i+step, len(data))] {
-						reqs = append(reqs, request(d, false))
-					}
-					_, err = s.DecideBatch(ctx, reqs, limiter.BatchAll)
-				default:
-					log.Fatalf("unknown design %q", name)
-				}
-				lat[g] = append(lat[g], time.Since(t0))
-				if err != nil && failed.Add(1) == 1 {
-					log.Printf("%s: %v", name, err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	wall := time.Since(start)
-	after, err := c.cpu()
-	if err != nil {
-		return result{}, err
-	}
-	if os.Getenv("CLUSTERBENCH_STATS") != "" {
-		st, _ := c.admins[0].Info(ctx, "commandstats").Result()
-		log.Printf("%s commandstats of %s:\n%s", name, c.addrs[0], st)
-	}
-	if n := failed.Load(); n > 0 {
-		return result{}, fmt.Errorf("%d calls failed", n)
-	}
-	var total float64
-	r := result{rate: float64(len(data)) / wall.Seconds()}
-	for i := range after {
-		total += after[i] - before[i]
-	}
-	for i := range after {
-		r.perMaster = append(r.perMaster, (after[i]-before[i])/total)
-	}
-	r.cpuMicros = total / float64(len(data)) * 1e6
-	r.redisBusy = total / wall.Seconds()
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	r.p50, r.p99 = all[len(all)/2].Round(time.Microsecond), all[len(all)*99/100].Round(time.Microsecond)
-	return r, nil
-}
-
-// cluster is the masters this program started (or one standalone
-// server, when cluster is false).
-type cluster struct {
-	cluster bool
-	addrs   []string
-	procs   []*exec.Cmd
-	admins  []*redis.Client
-	version string
-}
-
-func startCluster(server string, masters int, core string, clustered bool) (*cluster, error) {
-	c := &cluster{cluster: clustered}
-	for i := 0; i < masters; i++ {
-		port, err := freePort()
+	printReferences(stdout, cfg)
+	var tables []*table
+	for _, count := range counts {
+		t, err := runOn(ctx, cfg, count, standalone, data, logger)
 		if err != nil {
-			return nil, err
-		}
-		dir, err := os.MkdirTemp("", "clusterbench")
-		if err != nil {
-			return nil, err
-		}
-		args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", dir, "--protected-mode", "no", "--logfile", filepath.Join(dir, "redis.log")}
-		if clustered {
-			args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--cluster-node-timeout", "5000")
-		}
-		cmd := exec.Command(server, args...)
-		if core != "" {
-			cmd = exec.Command("taskset", append([]string{"-c", core, server}, args...)...)
-		}
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		c.procs = append(c.procs, cmd)
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		c.addrs = append(c.addrs, addr)
-		c.admins = append(c.admins, redis.NewClient(&redis.Options{Addr: addr}))
-	}
-	ctx := context.Background()
-	for _, a := range c.admins {
-		if err := waitFor(10*time.Second, func() error { return a.Ping(ctx).Err() }); err != nil {
-			c.stop()
-			return nil, err
-		}
-	}
-	if !clustered {
-		return c, nil
-	}
-	// The slots evenly, each master with a config epoch of its own, then
-	// every node meets every other.
-	for i, a := range c.admins {
-		lo, hi := i*16384/masters, (i+1)*16384/masters-1
-		if err := a.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err(); err != nil {
-			c.stop()
-			return nil, err
-		}
-		if err := a.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
-			c.stop()
-			return nil, err
-		}
-	}
-	for _, a := range c.admins {
-		for _, b := range c.addrs {
-			host, port, _ := strings.Cut(b, ":")
-			if err := a.Do(ctx, "CLUSTER", "MEET", host, port).Err(); err != nil {
-				c.stop()
-				return nil, err
-			}
-		}
-	}
-	err := waitFor(20*time.Second, func() error {
-		for _, a := range c.admins {
-			info, err := a.ClusterInfo(ctx).Result()
-			if err != nil {
-				return err
-			}
-			if !strings.Contains(info, "cluster_state:ok") {
-				return fmt.Errorf("%s: cluster not ok", a.Options().Addr)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		c.stop()
-		return nil, err
-	}
-	info, _ := c.admins[0].Info(ctx, "server").Result()
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "redis_version:"); ok && c.version == "" {
-			c.version = "redis " + v
-		}
-		if v, ok := strings.CutPrefix(line, "valkey_version:"); ok {
-			c.version = "valkey " + v
-		}
-	}
-	return c, nil
-}
-
-// stop kills the masters this program started.
-func (c *cluster) stop() {
-	for _, a := range c.admins {
-		a.Close()
-	}
-	for _, p := range c.procs {
-		p.Process.Kill()
-		p.Wait()
-	}
-}
-
-// flush empties every master and resets its statistics.
-func (c *cluster) flush() error {
-	for _, a := range c.admins {
-		if err := a.FlushAll(context.Background()).Err(); err != nil {
 			return err
 		}
+		printTable(stdout, cfg, t, len(data))
+		tables = append(tables, t)
 	}
+	printSummary(stdout, cfg, tables)
 	return nil
 }
 
-// cpu is each master's used_cpu_user + used_cpu_sys, in seconds.
-func (c *cluster) cpu() ([]float64, error) {
-	var out []float64
-	for _, a := range c.admins {
-		info, err := a.Info(context.Background(), "cpu").Result()
-		if err != nil {
-			return nil, err
+// runOn starts a cluster of count masters (none when count is 0), runs
+// every design on it or on standalone, alternated, and stops it.
+func runOn(ctx context.Context, cfg *config, count int, standalone *cluster, data []send, logger *log.Logger) (t *table, err error) {
+	t = &table{masters: count, results: map[string][]result{}}
+	var c *cluster
+	if count > 0 {
+		if c, err = startCluster(ctx, cfg, count, true, logger); err != nil {
+			return nil, fmt.Errorf("starting a cluster of %d masters: %w", count, err)
 		}
-		var cpu float64
-		for _, line := range strings.Split(info, "\r\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
-				f, _ := strconv.ParseFloat(v, 64)
-				cpu += f
+		defer func() { err = errors.Join(err, c.stop()) }()
+		t.version = c.version
+		logger.Printf("cluster of %d master%s (%s) on core %q", count, plural(count), c.version, cfg.core)
+	}
+	for run := 0; run < cfg.runs; run++ {
+		for _, d := range cfg.designs {
+			target := standalone
+			if d.onCluster {
+				target = c
 			}
+			if err := target.flush(ctx); err != nil {
+				return nil, fmt.Errorf("%s: flushing: %w", d.name, err)
+			}
+			r, err := measure(ctx, target, d, data, cfg, logger)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", d.name, err)
+			}
+			logger.Printf("masters %d run %d %-21s %8.0f decisions/s  %5.1f µs Redis CPU/decision  shares %s  p50 %s p99 %s  (Redis core %.0f%% busy)",
+				count, run+1, d.name, r.rate, r.cpuMicros, shares(r.perNode), r.p50, r.p99, 100*r.redisBusy)
+			t.results[d.name] = append(t.results[d.name], r)
 		}
-		out = append(out, cpu)
 	}
-	return out, nil
-}
-
-func waitFor(limit time.Duration, f func() error) error {
-	deadline := time.Now().Add(limit)
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func median(rs []result, f func(result) float64) float64 {
-	v := make([]float64, len(rs))
-	for i, r := range rs {
-		v[i] = f(r)
-	}
-	sort.Float64s(v)
-	return v[len(v)/2]
-}
-
-func maxShare(s []float64) float64 {
-	m := 0.0
-	for _, x := range s {
-		m = max(m, x)
-	}
-	return m
-}
-
-func shares(s []float64) string {
-	parts := make([]string, len(s))
-	for i, x := range s {
-		parts[i] = fmt.Sprintf("%.0f%%", 100*x)
-	}
-	return strings.Join(parts, "/")
+	return t, nil
 }

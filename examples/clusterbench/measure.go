@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
+)
+
+// keyPrefix starts every key the bench's store writes.
+const keyPrefix = "bench:"
+
+// result is one run of one design.
+type result struct {
+	rate      float64 // decisions a second, measured
+	cpuMicros float64 // the nodes' CPU a decision, summed
+	redisBusy float64 // the nodes' CPU a second of the run, summed
+	perNode   []float64
+	// couponNode is the node that holds the coupon key; -1 when the
+	// design has no coupon, or no node holds it.
+	couponNode int
+	p50, p99   time.Duration
+}
+
+func (r result) couponShare() float64 {
+	if r.couponNode < 0 {
+		return -1
+	}
+	return r.perNode[r.couponNode]
+}
+
+// measure replays data through a store on c as design d, from cfg.callers
+// callers, each taking the next send (or the next cfg.batch of them) in
+// time order.
+func measure(ctx context.Context, c *cluster, d *design, data []send, cfg *config, logger *log.Logger) (result, error) {
+	rc := redisstore.Config{Addresses: c.addrs(), Cluster: c.clustered, Timeout: 2 * time.Second}
+	client, err := rc.NewClient()
+	if err != nil {
+		return result{}, err
+	}
+	defer client.Close()
+	s := redisstore.New(client, redisstore.Options{Prefix: keyPrefix, Timeout: 2 * time.Second})
+	defer s.Close()
+	step := 1
+	if d.batch {
+		step = cfg.batch
+	}
+	var next, failed atomic.Int64
+	var firstErr error
+	var once sync.Once
+	lat := make([][]time.Duration, cfg.callers)
+	before, err := c.cpu(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := 0; g < cfg.callers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reqs := make([]limiter.Request, 0, step)
+			for ctx.Err() == nil {
+				i := int(next.Add(int64(step))) - step
+				if i >= len(data) {
+					return
+				}
+				t0 := time.Now()
+				var err error
+				if d.batch {
+					reqs = reqs[:0]
+					for _, sd := range data[i:min(i+step, len(data))] {
+						reqs = append(reqs, cfg.rules.request(sd, d))
+					}
+					_, err = s.DecideBatch(ctx, reqs, d.mode)
+				} else {
+					r := cfg.rules.request(data[i], d)
+					_, err = s.Decide(ctx, &r)
+				}
+				lat[g] = append(lat[g], time.Since(t0))
+				if err != nil {
+					failed.Add(1)
+					once.Do(func() { firstErr = err })
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if ctx.Err() != nil {
+		return result{}, context.Cause(ctx)
+	}
+	if n := failed.Load(); n > 0 {
+		return result{}, fmt.Errorf("%d calls failed, the first: %w", n, firstErr)
+	}
+	after, err := c.cpu(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	if os.Getenv("CLUSTERBENCH_STATS") != "" {
+		st, _ := c.nodes[0].admin.Info(ctx, "commandstats").Result()
+		logger.Printf("%s commandstats of %s:\n%s", d.name, c.nodes[0].addr, st)
+	}
+	var total float64
+	for i := range after {
+		total += after[i] - before[i]
+	}
+	r := result{rate: float64(len(data)) / wall.Seconds(), couponNode: -1}
+	for i := range after {
+		r.perNode = append(r.perNode, (after[i]-before[i])/total)
+	}
+	r.cpuMicros = total / float64(len(data)) * 1e6
+	r.redisBusy = total / wall.Seconds()
+	if d.coupon {
+		if r.couponNode, err = c.holding(ctx, couponKey()); err != nil {
+			return result{}, err
+		}
+		if r.couponNode < 0 {
+			logger.Printf("warning: %s: no node holds %s after the run: the coupon master's share is unknown", d.name, couponKey())
+		}
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	r.p50, r.p99 = all[len(all)/2].Round(time.Microsecond), all[len(all)*99/100].Round(time.Microsecond)
+	return r, nil
+}
