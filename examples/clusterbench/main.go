@@ -52,20 +52,21 @@
 //
 // Flags:
 //
-//	-masters 3          masters in the cluster, or a comma-separated list of
-//	                    counts (1,3,6): a cluster of each in turn, stopped
-//	                    before the next, a table each and a summary line a
-//	                    design across them; a 1-master cluster is a real one
-//	                    (cluster-enabled, every slot on one node)
-//	-recipients 20000   recipients in the data set
-//	-callers 32         concurrent callers
-//	-runs 3             runs of each design, alternated; medians reported
-//	-batch 50           entries in a batch send
-//	-coupon-limit 233300  the coupon budget a calendar day
-//	-designs …          the designs above
-//	-redis-core 0       CPU list for taskset -c; empty: no pinning
-//	-server redis-server  the server binary (default $FREQCAP_REDIS_SERVER,
-//	                    else redis-server on PATH); a valkey-server works
+//	-masters 3             masters in the cluster, or a comma-separated list
+//	                       of counts (1,3,6): a cluster of each in turn,
+//	                       stopped before the next, a table each and a
+//	                       summary line a design across them; a 1-master
+//	                       cluster is a real one (cluster-enabled, every
+//	                       slot on one node)
+//	-recipients 20000      recipients in the data set
+//	-callers 32            concurrent callers
+//	-runs 3                runs of each design, alternated; medians reported
+//	-batch 50              entries in a batch send
+//	-coupon-limit 233300   the coupon budget a calendar day
+//	-designs …             the designs above, comma-separated
+//	-redis-core 0          CPU list for taskset -c; empty: no pinning
+//	-server redis-server   the server binary (default $FREQCAP_REDIS_SERVER,
+//	                       else redis-server on PATH); a valkey-server works
 //
 // CLUSTERBENCH_STATS=1 logs the first master's commandstats after each run.
 //
