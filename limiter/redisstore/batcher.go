@@ -6,31 +6,19 @@ import (
 	"time"
 )
 
-// This file is the Redis store's batcher, off a cluster: decisions queue as
-// calls, and InFlight loops each take what is waiting and decide it
-// together, in Go (godecide.go) or in the script (wire.go).
-
-// startBatching starts the batch loops; Close stops them.
-func (s *Store) startBatching() {
-	s.batches = make(chan *call, 4*s.opts.MaxBatch)
-	for i := 0; i < s.opts.InFlight; i++ {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			l := batchLoop{s: s}
-			l.run()
-		}()
-	}
-}
+// This file is the Redis store's batcher: decisions queue as calls on a
+// lane (one server's queue, lane.go), and InFlight loops a lane each take
+// what is waiting and decide it together, in Go (godecide.go) or in the
+// script (wire.go).
 
 // batchLoop is one loop's state between batches.
 type batchLoop struct {
-	s *Store
+	l *lane
 	// pending is a call taken from the queue that did not fit the last
 	// batch (another op): it starts the next one.
 	pending *call
 	// held is a batch decided in Go whose write rides with the next round
-	// trip. While it is not nil, this loop is counted in s.busy.
+	// trip. While it is not nil, this loop is counted in its lane's busy.
 	held *decidedInGo
 }
 
@@ -40,55 +28,66 @@ type batchLoop struct {
 // GoBatchMin), a call is split by hash tag, or a key is hot (see hotKeys).
 // A batch decided in Go holds its write until the next round trip, which
 // carries it with the next batch's read.
-func (l *batchLoop) run() {
-	s := l.s
+func (bl *batchLoop) run() {
+	l, s := bl.l, bl.l.s
 	for {
-		batch := l.collect(l.held == nil)
-		if batch == nil && l.held == nil {
+		batch := bl.collect(bl.held == nil)
+		if batch == nil && bl.held == nil {
 			return // stopped
 		}
-		// The store is idle when no loop is counted: no other batch in a
+		// The lane is idle when no loop is counted: no other batch in a
 		// round trip, no write waiting anywhere. Taking the count and
 		// testing it is one step, so two loops cannot both find it idle.
 		idle := false
-		if l.held == nil {
-			if idle = s.busy.CompareAndSwap(0, 1); !idle {
-				s.busy.Add(1)
+		if bl.held == nil {
+			if idle = l.busy.CompareAndSwap(0, 1); !idle {
+				l.busy.Add(1)
 			}
 		}
 		lone := idle && batch != nil && len(batch) < s.opts.GoBatchMin && batch[0].op == opDecide
 		if batch != nil && (s.opts.ScriptOnly || lone || !wholePlans(batch) || s.hot.touches(batch)) {
-			l.held = s.roundTrip(l.held, nil, false)
+			bl.held = l.roundTrip(bl.held, nil, false)
 			ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-			s.runCalls(ctx, batch)
+			l.script(ctx, batch)
 			cancel()
 			finish(batch)
 		} else {
-			l.held = s.roundTrip(l.held, batch, false)
+			bl.held = l.roundTrip(bl.held, batch, false)
 		}
-		if l.held == nil {
-			s.busy.Add(-1)
+		if bl.held == nil {
+			l.busy.Add(-1)
 		}
 	}
+}
+
+// script decides calls in freqcap.lua: in one run off a cluster, one run a
+// hash tag on a cluster (a run's keys must share a slot), the runs in one
+// pipeline, in the calls' order.
+func (l *lane) script(ctx context.Context, calls []*call) {
+	if l.cluster {
+		l.s.scriptAgain(ctx, calls)
+		return
+	}
+	l.s.runCalls(ctx, calls)
 }
 
 // collect takes the next batch of calls of one op. Without block it
 // returns nil at once when no call waits; with it, it waits for one, and
 // returns nil when the store is closed.
-func (l *batchLoop) collect(block bool) []*call {
-	s := l.s
-	first := l.pending
-	l.pending = nil
+func (bl *batchLoop) collect(block bool) []*call {
+	s, l := bl.l.s, bl.l
+	first := bl.pending
+	bl.pending = nil
 	if first == nil {
 		if block {
 			select {
-			case first = <-s.batches:
+			case first = <-l.batches:
 			case <-s.stop:
 				return nil
 			}
 		} else {
 			select {
-			case first = <-s.batches:
+			case first = <-l.batches:
 			default:
 				return nil
 			}
@@ -102,9 +101,9 @@ func (l *batchLoop) collect(block bool) []*call {
 	runtime.Gosched()
 	for len(batch) < s.opts.MaxBatch {
 		select {
-		case c := <-s.batches:
+		case c := <-l.batches:
 			if c.op != first.op {
-				l.pending = c
+				bl.pending = c
 				return batch
 			}
 			batch = append(batch, c)
@@ -134,10 +133,16 @@ func finish(calls []*call) {
 	}
 }
 
-// do runs the calls: through the batcher off a cluster, else one run each,
-// in parallel.
+// do runs the calls: through a lane's batcher when there is one for them
+// (off a cluster always; on a cluster a decision of one hash tag goes to
+// its master's), else one run each, in parallel.
 func (s *Store) do(ctx context.Context, calls []*call) error {
-	if s.batches == nil {
+	l := s.main
+	if s.cluster && len(calls) == 1 && calls[0].op != opDecideAll {
+		c := calls[0]
+		l = s.laneFor(ctx, string(c.p.Key(&c.p.Sections[c.secs[0]])))
+	}
+	if l == nil {
 		ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 		defer cancel()
 		s.each(len(calls), func(i int) { s.runCalls(ctx, calls[i:i+1]) })
@@ -148,7 +153,7 @@ func (s *Store) do(ctx context.Context, calls []*call) error {
 	defer timer.Stop()
 	for _, c := range calls {
 		select {
-		case s.batches <- c:
+		case l.batches <- c:
 		case <-timer.C:
 			return s.timedOut()
 		case <-ctx.Done():

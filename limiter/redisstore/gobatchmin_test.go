@@ -109,7 +109,7 @@ func TestLoneDecisionGoesToTheScript(t *testing.T) {
 			want = strings.ReplaceAll(want, "commit", "set")
 		}
 		if tc.busy {
-			s.busy.Add(1)
+			s.main.busy.Add(1)
 		}
 		sent.take()
 		who := limitertest.Vals{"recipient": "lone", "content": fmt.Sprint("c", i)}

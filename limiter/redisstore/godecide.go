@@ -137,22 +137,34 @@ type decidedInGo struct {
 	writeNative bool
 	node        string
 	native      []nativeKey
+	// cluster: the run is a cluster master's lane's, and what commit.lua
+	// writes goes in slotWrites, one run a component (slotwrite.go).
+	cluster    bool
+	slotWrites []slotWrite
 }
 
-// roundTrip makes one round trip: the write of held (a batch decided in the
-// last round; nil for none) and the read of calls (nil for none). It
-// finishes held, decides calls, and returns them as the next held batch
-// when they have something to write. perComponent is for calls (see
-// decidedInGo).
+// roundTrip makes one round trip off a cluster, on the store's one lane
+// (see lane.roundTrip).
 func (s *Store) roundTrip(held *decidedInGo, calls []*call, perComponent bool) *decidedInGo {
+	return s.main.roundTrip(held, calls, perComponent)
+}
+
+// roundTrip makes one round trip to the lane's server: the write of held
+// (a batch decided in the last round; nil for none) and the read of calls
+// (nil for none). It finishes held, decides calls, and returns them as the
+// next held batch when they have something to write. perComponent is for
+// calls (see decidedInGo); on a cluster calls are always written by
+// component, being independent decisions.
+func (l *lane) roundTrip(held *decidedInGo, calls []*call, perComponent bool) *decidedInGo {
+	s := l.s
 	if held == nil && calls == nil {
 		return nil
 	}
 	var next *decidedInGo
 	needTime := false
 	if calls != nil {
-		next = &decidedInGo{calls: calls, b: readBatches.Get().(*readBatch), perComponent: perComponent, node: s.node}
-		next.writeNative = calls[0].op != opPeek && s.nativeStandalone()
+		next = &decidedInGo{calls: calls, b: readBatches.Get().(*readBatch), perComponent: perComponent || l.cluster, node: l.node, cluster: l.cluster}
+		next.writeNative = calls[0].op != opPeek && l.native()
 		next.ctx, next.cancel = context.WithTimeout(context.Background(), s.opts.Timeout)
 		for _, c := range calls {
 			needTime = needTime || c.now == 0
@@ -172,18 +184,27 @@ func (s *Store) roundTrip(held *decidedInGo, calls []*call, perComponent bool) *
 	var ec *redis.Cmd
 	var tm *redis.TimeCmd
 	var mg *redis.SliceCmd
-	_, perr := s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+	var gets []*redis.StringCmd
+	_, perr := l.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		if held != nil && len(held.names) > 0 {
 			ec = s.evalShaIn(ctx, pipe, commitScript.Hash(), held.names, held.args...)
 		}
 		if held != nil {
-			queueNative(ctx, pipe, held, false)
+			queueSlotCommits(ctx, pipe, held)
+			queueNative(ctx, pipe, held, l.cluster)
 		}
 		if next != nil {
 			if needTime {
 				tm = pipe.Time(ctx)
 			}
-			if len(next.b.names) > 0 { // a request may have no checks
+			switch {
+			case len(next.b.names) == 0: // a request may have no checks
+			case l.cluster:
+				gets = make([]*redis.StringCmd, len(next.b.names))
+				for i, name := range next.b.names {
+					gets[i] = pipe.Get(ctx, name)
+				}
+			default:
 				mg = pipe.MGet(ctx, next.b.names...)
 			}
 		}
@@ -195,9 +216,19 @@ func (s *Store) roundTrip(held *decidedInGo, calls []*call, perComponent bool) *
 	if next == nil {
 		return nil
 	}
-	now, err := s.decode(next, tm, mg, perr)
+	var now int64
+	var err error
+	if l.cluster {
+		now, err = l.decodeGets(next, tm, gets, perr)
+	} else {
+		now, err = s.decode(next, tm, mg, perr)
+	}
 	if err != nil {
 		next.fail(err)
+		return nil
+	}
+	if len(next.calls) == 0 {
+		next.done()
 		return nil
 	}
 	if !s.decideInGo(next, now) {
@@ -319,7 +350,10 @@ func (s *Store) decideInGo(run *decidedInGo, serverNow int64) bool {
 	if len(run.names) > 0 && run.writeNative {
 		planNative(run)
 	}
-	return len(run.names) > 0 || len(run.native) > 0
+	if len(run.names) > 0 && run.cluster {
+		splitSlots(run)
+	}
+	return len(run.names) > 0 || len(run.native) > 0 || len(run.slotWrites) > 0
 }
 
 // componentsOf numbers the components of calls: two calls that read a
@@ -405,14 +439,20 @@ func (s *Store) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
 	}
 	changed, redo := s.nativeAnswers(held, perr)
 	again = append(again, changed...)
+	changed, redoSlots := s.slotAnswers(held, perr)
+	again, redo = append(again, changed...), append(redo, redoSlots...)
 	if len(again) > 0 {
 		s.conflicts.Add(1)
 	}
 	if again = append(again, redo...); len(again) > 0 {
-		for _, c := range again {
-			c.err, c.reply = nil, nil
+		if held.cluster {
+			s.scriptAgain(held.ctx, again)
+		} else {
+			for _, c := range again {
+				c.err, c.reply = nil, nil
+			}
+			s.runCalls(held.ctx, again)
 		}
-		s.runCalls(held.ctx, again)
 	}
 	held.done()
 }

@@ -34,7 +34,10 @@ type Store struct {
 	client  Client
 	cluster bool
 	opts    Options
-	batches chan *call
+	// main is the batcher's lane off a cluster; on a cluster, masters
+	// holds one lane a master (lane.go).
+	main    *lane
+	masters masterLanes
 	stop    chan struct{}
 	// drained is closed when Close has stopped the batch loops: a call
 	// not answered by then never will be.
@@ -44,11 +47,7 @@ type Store struct {
 	// conflicts counts batches decided in Go whose write found a key
 	// changed, and went to the script.
 	conflicts atomic.Int64
-	// busy counts the batch loops that have a batch or a held write (from
-	// taking a batch to sending its last write): with none, the store is
-	// idle.
-	busy atomic.Int32
-	hot  *hotKeys
+	hot *hotKeys
 	// leases keeps two batch sends decided in Go from reading a key
 	// between the other's read and write.
 	leases *keyLeases
@@ -151,7 +150,7 @@ func New(client Client, opts Options) *Store {
 	s := &Store{client: client, cluster: cluster, opts: opts, stop: make(chan struct{}), drained: make(chan struct{}), hot: newHotKeys(time.Now, hotHold), leases: newKeyLeases()}
 	s.caps, s.node = newWritePaths(time.Now, opts.Timeout, nativeOff(opts), opts.OnWritePath), standaloneNode(client)
 	if !cluster {
-		s.startBatching()
+		s.main = s.newLane(client, s.node, false)
 	}
 	return s
 }
@@ -205,6 +204,7 @@ func (s *Store) Conflicts() int64 { return s.conflicts.Load() }
 // client stays open.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.masters.closeLanes()
 		close(s.stop)
 		s.wg.Wait()
 		s.caps.close()
