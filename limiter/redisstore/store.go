@@ -47,7 +47,7 @@ type Store struct {
 	// conflicts counts batches decided in Go whose write found a key
 	// changed, and went to the script.
 	conflicts atomic.Int64
-	hot *hotKeys
+	hot       *hotKeys
 	// leases keeps two batch sends decided in Go from reading a key
 	// between the other's read and write.
 	leases *keyLeases
