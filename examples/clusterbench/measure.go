@@ -66,7 +66,6 @@ func measure(ctx context.Context, c *cluster, d *design, data []send, cfg *confi
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reqs := make([]limiter.Request, 0, step)
 			for ctx.Err() == nil {
 				i := int(next.Add(int64(step))) - step
 				if i >= len(data) {
@@ -75,7 +74,9 @@ func measure(ctx context.Context, c *cluster, d *design, data []send, cfg *confi
 				t0 := time.Now()
 				var err error
 				if d.batch {
-					reqs = reqs[:0]
+					// A batch of its own each time: a call cut short by its
+					// timeout may leave the store reading it.
+					reqs := make([]limiter.Request, 0, step)
 					for _, sd := range data[i:min(i+step, len(data))] {
 						reqs = append(reqs, cfg.rules.request(sd, d))
 					}
