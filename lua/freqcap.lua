@@ -82,7 +82,10 @@ local MAX_COST = 4294967295 -- units an entry can hold (I4 costs); the gateway s
 local sub, floor, rep, concat = string.sub, math.floor, string.rep, table.concat
 local spack, sunpack = struct.pack, struct.unpack
 local unpack = unpack or table.unpack
-local HEADER = '<sI3BI2I2I6'
+-- HEADER starts every sub-log's header; format 3's shape byte has
+-- compactShape set, and its gap width byte the high nibble widthMark.
+local HEADER = '<sI3BBBI6'
+local compactShape, widthMark = 128, 240
 local CHUNK = 4000 -- values per pack/unpack call: Lua's C stack is limited
 
 local function gapSize(retS)
@@ -144,15 +147,33 @@ local function loadKey(ki, now)
   keys[ki] = k
   local pos, len = 1, #blob
   while pos <= len do
-    local id, retS, flags, count, nt, newest, p = sunpack(HEADER, blob, pos)
-    if flags > 3 then
+    local id, retS, flags, count, wb, newest, p = sunpack(HEADER, blob, pos)
+    local nt, weighted, hasFloor, gsize = 0, false, false, 0
+    if flags >= compactShape then
+      if flags % 4 ~= 3 or flags >= compactShape + 64 or wb < widthMark or wb > widthMark + 6 then
+        error({err = CORRUPT .. ' key ' .. KEYS[ki] .. ': a sub-log of a later layout (shape ' .. flags .. ', width ' .. wb .. ')'})
+      end
+      gsize = wb - widthMark
+      if floor(flags / 32) % 2 == 1 then
+        count = count + 256 * sunpack('<B', blob, p)
+        p = p + 1
+      end
+      if floor(flags / 16) % 2 == 1 then nt, p = sunpack('<I2', blob, p) end
+      if (count > 1) ~= (gsize > 0) then
+        error({err = CORRUPT .. ' key ' .. KEYS[ki] .. ': ' .. count .. ' records with gaps of ' .. gsize .. ' bytes'})
+      end
+      weighted, hasFloor = floor(flags / 4) % 2 == 1, floor(flags / 8) % 2 == 1
+    elseif flags > 3 then
       error({err = CORRUPT .. ' key ' .. KEYS[ki] .. ': a sub-log of a later layout (flags ' .. flags .. ')'})
+    else
+      -- Format 1's layout, which this version reads and writes no more.
+      count, nt, newest, p = sunpack('<I2I2I6', blob, pos + #id + 5)
+      gsize, weighted, hasFloor = gapSize(retS), flags % 2 == 1, flags >= 2
     end
-    local gsize = gapSize(retS)
-    local s = {id = id, ret = retS * 1000, weighted = flags % 2 == 1, count = count, ntombs = nt,
-      latest = newest, gsize = gsize, r0 = pos, gpos = p, floor = 0}
+    local s = {id = id, ret = retS * 1000, weighted = weighted, count = count, ntombs = nt,
+      latest = newest, gsize = gsize, r0 = pos, gpos = p, floor = 0, compact = flags >= compactShape}
     s.cpos = p + math.max(count - 1, 0) * gsize
-    s.tpos = s.cpos + (s.weighted and count * 4 or 0)
+    s.tpos = s.cpos + (weighted and count * 4 or 0)
     pos = s.tpos + nt * 6
     -- What the sub-log holds besides entries is rare: read it now, as it
     -- decides when the sub-log may go.
@@ -162,7 +183,7 @@ local function loadKey(ki, now)
         if x > last then last = x end
       end
     end
-    if floor(flags / 2) % 2 == 1 then
+    if hasFloor then
       s.floor, pos = sunpack('<I6', blob, pos)
       if s.floor > last then last = s.floor end
     end
@@ -240,32 +261,62 @@ end
 
 local EMPTY = {ts = {}, cs = {}}
 
--- encode returns a decoded sub-log's bytes: the new and changed newest
--- entries packed anew, the unchanged older ones copied from the blob.
+-- widthOf is the fewest bytes (at least 1) that hold a gap.
+local function widthOf(g)
+  local w, lim = 1, 256
+  while g >= lim do
+    w, lim = w + 1, lim * 256
+  end
+  return w
+end
+
+-- encode returns a decoded sub-log's bytes in format 3: the new and
+-- changed newest entries packed anew, the unchanged older ones copied from
+-- the blob when their gaps keep their width. The width is the fewest bytes
+-- that hold the widest gap: the gaps packed anew tell it, unless they are
+-- narrower than the copied ones, whose widest may have been pruned.
 local function encode(k, s)
   local ts, cs = s.ts, s.cs
   local n = #ts
   local retS = s.ret / 1000
-  local gsize, w = gapSize(retS), s.weighted
+  local w = s.weighted
   local fresh, rawG, rawC = n, '', ''
-  if s.rawOld <= s.kept and s.gsize == gsize then
+  if s.rawOld <= s.kept then fresh = s.added + s.rawOld - 1 end
+  local gaps, widest = {}, 0
+  for i = 2, fresh do
+    local g = ts[i - 1] - ts[i]
+    gaps[i - 1] = g
+    if g > widest then widest = g end
+  end
+  local gsize = 0
+  if n > 1 then
+    gsize = widthOf(widest)
+    if fresh < n and gsize < s.gsize then
+      for i = fresh + 1, n do
+        local g = ts[i - 1] - ts[i]
+        if g > widest then widest = g end
+      end
+      gsize = widthOf(widest)
+    end
+  end
+  if fresh < n and s.gsize == gsize then
     local from, m = s.rawOld, s.kept - s.rawOld + 1
-    fresh = s.added + from - 1
     local g0 = s.gpos + (from - 2) * gsize
     rawG = sub(k.blob, g0, g0 + m * gsize - 1)
     if w then
       local c0 = s.cpos + (from - 1) * 4
       rawC = sub(k.blob, c0, c0 + m * 4 - 1)
     end
+  else
+    for i = fresh + 1, n do gaps[i - 1] = ts[i - 1] - ts[i] end
+    fresh = n
   end
   local tombs = s.tombs
-  local flags = (w and 1 or 0) + (s.floor > 0 and 2 or 0)
-  local parts = {spack(HEADER, s.id, retS, flags, n, #tombs, ts[1] or 0)}
-  if fresh > 1 then
-    local gaps = {}
-    for i = 2, fresh do gaps[i - 1] = ts[i - 1] - ts[i] end
-    parts[#parts + 1] = packN(gaps, 1, fresh - 1, gsize)
-  end
+  local shape = compactShape + 3 + (w and 4 or 0) + (s.floor > 0 and 8 or 0) + (#tombs > 0 and 16 or 0) + (n > 255 and 32 or 0)
+  local parts = {spack(HEADER, s.id, retS, shape, n % 256, widthMark + gsize, ts[1] or 0)}
+  if n > 255 then parts[#parts + 1] = spack('<B', floor(n / 256)) end
+  if #tombs > 0 then parts[#parts + 1] = spack('<I2', #tombs) end
+  if fresh > 1 then parts[#parts + 1] = packN(gaps, 1, fresh - 1, gsize) end
   parts[#parts + 1] = rawG
   if w and n > 0 then
     parts[#parts + 1] = packN(cs, 1, fresh, 4)
@@ -288,9 +339,17 @@ local function writeBack(ki, now)
           parts[#parts + 1] = encode(k, s)
           if last + s.ret > expiry then expiry = last + s.ret end
         end
-      else
+      elseif s.compact then
         parts[#parts + 1] = sub(k.blob, s.r0, s.r1)
         if s.last + s.ret > expiry then expiry = s.last + s.ret end
+      else
+        -- A sub-log of format 1's layout is written anew in format 3.
+        decode(k, s, now)
+        local last = newest(s)
+        if last > 0 then
+          parts[#parts + 1] = encode(k, s)
+          if last + s.ret > expiry then expiry = last + s.ret end
+        end
       end
     end
   end

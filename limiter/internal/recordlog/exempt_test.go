@@ -6,13 +6,44 @@ import (
 	"testing"
 
 	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog/recordlogv1"
+	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog/recordlogv2"
 )
 
 // gateway is one gateway's view of a shared value: it decodes it, prunes
 // at now, decides one log's rules, records (marking an exempt send when it
-// knows how), refunds and resets, and encodes the value back. v1 runs the
-// frozen format 1 codec and algorithm, as a gateway of the older version.
-type gateway struct{ v1 bool }
+// knows how), refunds and resets, and encodes the value back. v is the
+// format it writes: 1 runs the frozen format 1 codec and algorithm; 2 is
+// the previous version (format 2's reader refuses what it cannot read,
+// then this algorithm, which format 3 left unchanged, writes format 2's
+// layout); 0 or 3 is this version.
+type gateway struct{ v int }
+
+// refuses reports whether the gateway refuses to read blob, as an older
+// one does a value of format 3.
+func (g gateway) refuses(blob []byte) bool {
+	switch g.v {
+	case 1:
+		var k recordlogv1.KeyLogs
+		return recordlogv1.DecodeBlob(blob, &k) != nil
+	case 2:
+		var k recordlogv2.KeyLogs
+		return recordlogv2.DecodeBlob(blob, &k) != nil
+	}
+	return false
+}
+
+// encode writes k as the gateway does.
+func (g gateway) encode(t *testing.T, k *KeyLogs) []byte {
+	t.Helper()
+	if g.v == 2 {
+		return appendFormat2(nil, k)
+	}
+	out, err := EncodeBlob(nil, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
 
 // mixLog is the one log the mixed tests decide: its id, the id of its
 // exempt marks, and its rules (10 s and 60 s rolling windows).
@@ -29,7 +60,10 @@ var (
 func (g gateway) decide(t *testing.T, blob []byte, now, cost, grain int64, exempt bool) (bool, []int64, int64, []byte) {
 	t.Helper()
 	used := make([]int64, len(mixRules))
-	if g.v1 {
+	if g.refuses(blob) {
+		t.Fatalf("format %d cannot read %x", g.v, blob)
+	}
+	if g.v == 1 {
 		var k recordlogv1.KeyLogs
 		if err := recordlogv1.DecodeBlob(blob, &k); err != nil {
 			t.Fatalf("format 1 cannot read %x: %v", blob, err)
@@ -65,7 +99,7 @@ func (g gateway) decide(t *testing.T, blob []byte, now, cost, grain int64, exemp
 	}
 	var k KeyLogs
 	if err := DecodeBlob(blob, &k); err != nil {
-		t.Fatalf("format 2 cannot read %x: %v", blob, err)
+		t.Fatalf("this version cannot read %x: %v", blob, err)
 	}
 	k.Prune(now)
 	l := k.Find(mixSub)
@@ -93,18 +127,17 @@ func (g gateway) decide(t *testing.T, blob []byte, now, cost, grain int64, exemp
 	for i := range raws {
 		used[i] = raws[i].Used
 	}
-	out, err := EncodeBlob(nil, &k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ok, used, at, out
+	return ok, used, at, g.encode(t, &k)
 }
 
 // refund gives back the record made at at, as a refund of its admission
 // id does; reset forgets the log.
 func (g gateway) refund(t *testing.T, blob []byte, at, cost, grain, now int64) (bool, []byte) {
 	t.Helper()
-	if g.v1 {
+	if g.refuses(blob) {
+		t.Fatalf("format %d cannot read %x", g.v, blob)
+	}
+	if g.v == 1 {
 		var k recordlogv1.KeyLogs
 		if err := recordlogv1.DecodeBlob(blob, &k); err != nil {
 			t.Fatal(err)
@@ -121,13 +154,15 @@ func (g gateway) refund(t *testing.T, blob []byte, at, cost, grain, now int64) (
 	}
 	k.Prune(now)
 	given := k.Refund(mixSub, at, cost, grain, now)
-	out, _ := EncodeBlob(nil, &k)
-	return given, out
+	return given, g.encode(t, &k)
 }
 
 func (g gateway) reset(t *testing.T, blob []byte, now int64) []byte {
 	t.Helper()
-	if g.v1 {
+	if g.refuses(blob) {
+		t.Fatalf("format %d cannot read %x", g.v, blob)
+	}
+	if g.v == 1 {
 		var k recordlogv1.KeyLogs
 		if err := recordlogv1.DecodeBlob(blob, &k); err != nil {
 			t.Fatal(err)
@@ -145,11 +180,10 @@ func (g gateway) reset(t *testing.T, blob []byte, now int64) []byte {
 	}
 	k.Prune(now)
 	k.Forget(mixSub)
-	out, _ := EncodeBlob(nil, &k)
-	return out
+	return g.encode(t, &k)
 }
 
-// exemptOf reads blob's log at now with format 2: its entries and each
+// exemptOf reads blob's log at now with this version: its entries and each
 // one's exempt units.
 func exemptOf(t *testing.T, blob []byte, now, grain int64) ([]Entry, []int64) {
 	t.Helper()
@@ -169,7 +203,7 @@ func exemptOf(t *testing.T, blob []byte, now, grain int64) ([]Entry, []int64) {
 // bucketed: an exempt send is marked with its units, others are not; a
 // refund of an exempt send takes its mark; a reset takes every mark; the
 // marks survive encoding; and a value with no exempt send is the same
-// bytes as format 1 writes.
+// bytes in formats 1 and 2, and in format 3 refused by both.
 func TestExemptMarks(t *testing.T) {
 	g := gateway{}
 	for _, grain := range []int64{0, 1000} {
@@ -207,12 +241,14 @@ func TestExemptMarks(t *testing.T) {
 		if err := DecodeBlob(out, &k); err != nil || k.findExempt(mixSub) != nil {
 			t.Fatalf("grain %d: a reset left the marks: %x, %v", grain, out, err)
 		}
-		// Without exempt sends, both versions write the same bytes.
-		_, _, _, b2 := g.decide(t, nil, 1000, 1, grain, false)
-		_, _, _, b1 := gateway{v1: true}.decide(t, nil, 1000, 1, grain, false)
+		// Without exempt sends, formats 1 and 2 write the same bytes.
+		_, _, _, b2 := gateway{v: 2}.decide(t, nil, 1000, 1, grain, false)
+		_, _, _, b1 := gateway{v: 1}.decide(t, nil, 1000, 1, grain, false)
 		if !bytes.Equal(b1, b2) {
 			t.Fatalf("grain %d: a value with no exempt send differs: %x and %x", grain, b1, b2)
 		}
+		_, _, _, b3 := g.decide(t, nil, 1000, 1, grain, false)
+		oldReadersRefuse(t, b3)
 	}
 }
 
@@ -222,7 +258,7 @@ func TestExemptMarks(t *testing.T) {
 // to a record without touching its mark (a refund, a reset) never makes
 // the newer version count a mark for a send that is not there.
 func TestFormat2ReadByFormat1(t *testing.T) {
-	g1, g2 := gateway{v1: true}, gateway{}
+	g1, g2 := gateway{v: 1}, gateway{v: 2}
 	var blob []byte
 	var ats []int64
 	for i, now := range []int64{1000, 2000, 3000} {
@@ -258,16 +294,20 @@ func TestFormat2ReadByFormat1(t *testing.T) {
 }
 
 // FuzzMixedVersions runs one sequence of sends, refunds and resets twice
-// over one log: by gateways of the newer version alone, and by gateways
-// of both versions in turn, as the bytes say. Both runs decide every send
-// alike, with the same counts and record times, and hold the same records;
-// format 1 reads every value; no record shows more exempt units than it
-// holds; and in a log that keeps every record, each shows exactly the
-// exempt units of the newer run, less those only an older gateway saw.
+// over one log: by gateways of this version alone, and by gateways of
+// formats 1, 2 and 3 in turn, as the bytes say. An older gateway refuses
+// the value once a gateway of this version has written it (format 3), and
+// reads every other; when it refuses, the step is left out of both runs,
+// as a gateway that answers an error changes nothing. Both runs decide
+// every other step alike, with the same counts and record times, and hold
+// the same records; no record shows more exempt units than it holds; and
+// in a log that keeps every record, each shows exactly the exempt units of
+// the run alone, less those only a format 1 gateway saw.
 func FuzzMixedVersions(f *testing.F) {
 	f.Add([]byte{0, 0x04, 1, 0x0c, 2, 0x14, 1, 0x06, 0, 0x02, 0, 0x2d, 3})
 	f.Add([]byte{1, 0x04, 1, 0x05, 1, 0x0c, 2, 0x46, 0, 0x0e, 1, 0x13, 0})
 	f.Add([]byte{0, 0x04, 1, 0x04, 1, 0x07, 0, 0x0f, 0})
+	f.Add([]byte{0, 0x04, 0x81, 0x0c, 0x82, 0x18, 0x81, 0x14, 1, 0x0c, 2, 0x44, 0x81, 0x0a, 0x83})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) == 0 {
 			return
@@ -277,47 +317,57 @@ func FuzzMixedVersions(f *testing.F) {
 		type rec struct {
 			at, cost int64
 			exempt   bool
-			byOld    bool
 		}
 		var mixed, alone []byte
 		var recs []rec
-		oldExempt := false
+		v1Exempt := false
 		now := int64(1_000_000)
 		for len(ops) >= 2 {
 			op, arg := ops[0], ops[1]
 			ops = ops[2:]
 			now += int64(op>>4) * 700
-			old := op&8 != 0
+			g := gateway{v: 3}
+			if op&8 != 0 {
+				g.v = 1
+			} else if arg&0x80 != 0 {
+				g.v = 2
+			}
 			exempt := op&4 != 0
+			if g.refuses(mixed) != (g.v < 3 && hasCompact(mixed)) {
+				t.Fatalf("format %d refuses %x: %v", g.v, mixed, g.refuses(mixed))
+			}
+			if g.refuses(mixed) {
+				continue
+			}
 			switch op & 3 {
 			case 0, 1:
 				cost := int64(arg & 3)
-				okM, usedM, atM, outM := gateway{v1: old}.decide(t, mixed, now, cost, grain, exempt)
+				okM, usedM, atM, outM := g.decide(t, mixed, now, cost, grain, exempt)
 				okA, usedA, atA, outA := gateway{}.decide(t, alone, now, cost, grain, exempt)
 				if okM != okA || !slices.Equal(usedM, usedA) || atM != atA {
-					t.Fatalf("at %d: mixed decided %v %v at %d, newer alone %v %v at %d", now, okM, usedM, atM, okA, usedA, atA)
+					t.Fatalf("at %d: mixed decided %v %v at %d, this version alone %v %v at %d", now, okM, usedM, atM, okA, usedA, atA)
 				}
 				mixed, alone = outM, outA
 				if atA > 0 {
-					recs = append(recs, rec{atA, cost, exempt, old})
-					oldExempt = oldExempt || (old && exempt)
+					recs = append(recs, rec{atA, cost, exempt})
+					v1Exempt = v1Exempt || (g.v == 1 && exempt)
 				}
 			case 2:
 				if len(recs) == 0 {
 					continue
 				}
-				r := recs[int(arg)%len(recs)]
-				givenM, outM := gateway{v1: old}.refund(t, mixed, r.at, r.cost, grain, now)
+				r := recs[int(arg&0x7f)%len(recs)]
+				givenM, outM := g.refund(t, mixed, r.at, r.cost, grain, now)
 				givenA, outA := gateway{}.refund(t, alone, r.at, r.cost, grain, now)
 				if givenM != givenA {
-					t.Fatalf("refund of %d: mixed %v, newer alone %v", r.at, givenM, givenA)
+					t.Fatalf("refund of %d: mixed %v, this version alone %v", r.at, givenM, givenA)
 				}
 				mixed, alone = outM, outA
 			case 3:
 				if arg&7 != 0 {
 					continue // resets are rare
 				}
-				mixed = gateway{v1: old}.reset(t, mixed, now)
+				mixed = g.reset(t, mixed, now)
 				alone = gateway{}.reset(t, alone, now)
 			}
 			entM, exM := exemptOf(t, mixed, now, grain)
@@ -329,11 +379,11 @@ func FuzzMixedVersions(f *testing.F) {
 				if exM[i] < 0 || exM[i] > e.C || exA[i] < 0 || exA[i] > e.C {
 					t.Fatalf("at %d record %v shows %d and %d exempt units", now, e, exM[i], exA[i])
 				}
-				if grain == 0 && (exM[i] > exA[i] || (!oldExempt && exM[i] != exA[i])) {
-					t.Fatalf("at %d record %v: mixed shows %d exempt, newer alone %d", now, e, exM[i], exA[i])
+				if grain == 0 && (exM[i] > exA[i] || (!v1Exempt && exM[i] != exA[i])) {
+					t.Fatalf("at %d record %v: mixed shows %d exempt, this version alone %d", now, e, exM[i], exA[i])
 				}
 				if grain == 0 {
-					// Alone, the newer version is exact.
+					// Alone, this version is exact.
 					j := slices.IndexFunc(recs, func(r rec) bool { return r.at == e.T })
 					if j < 0 || (recs[j].exempt && exA[i] != e.C) || (!recs[j].exempt && exA[i] != 0) {
 						t.Fatalf("at %d record %v shows %d exempt units; it was made by %+v", now, e, exA[i], recs[max(j, 0)])
