@@ -128,6 +128,13 @@ type Rule struct {
 	// Quiet.Until) and no store ever sees it; Limit, Window and Weight are
 	// unused, and By may be empty.
 	Quiet *Quiet
+	// Lease, when positive, is the block size of a leased budget: a
+	// gateway takes this many units of the rule's budget from the store
+	// at a time and admits from them without asking it, giving back what
+	// it did not spend (package limiter/lease serves such rules, and
+	// CheckLease says which rules may be leased; a store used directly
+	// ignores it). Default 0: every decision asks the store.
+	Lease int64
 }
 
 // namePattern is what may name a rule, a dimension or a handler.
@@ -228,8 +235,38 @@ func (r *Rule) Validate() error {
 	if err := r.Window.Validate(); err != nil {
 		return fmt.Errorf("rule %s: %w", r.Name, err)
 	}
+	if err := r.CheckLease(); err != nil {
+		return fmt.Errorf("rule %s: %w", r.Name, err)
+	}
 	return nil
 }
+
+// CheckLease checks what leasing needs of a rule with Lease set (nil
+// without): a limit above BucketThreshold, so that its log is bucketed and
+// a block's unspent part can be given back alone; a block of at most a
+// tenth of the limit, so that the gateways' unspent blocks leave most of
+// it to spend; and a rolling window from 1 minute to 178 days, because a
+// leased window is counted a hundredth longer (see limiter/lease) and
+// must stay within 180 days.
+func (r *Rule) CheckLease() error {
+	switch {
+	case r.Lease == 0:
+		return nil
+	case r.Lease < 0:
+		return fmt.Errorf("lease %d is negative", r.Lease)
+	case r.Limit <= BucketThreshold:
+		return fmt.Errorf("lease needs a limit above %d, not %d: a smaller budget is cheap to decide in the store", BucketThreshold, r.Limit)
+	case r.Lease > r.Limit/10:
+		return fmt.Errorf("lease %d is more than a tenth of the limit %d: the gateways' unspent blocks would hold back too much of it", r.Lease, r.Limit)
+	case !r.Window.IsCalendar() && (r.Window.Duration < time.Minute || r.Window.Duration > maxLeasedWindow):
+		return fmt.Errorf("lease needs a window from 1m to %s, not %s (a longer budget is a calendar rule)", maxLeasedWindow, r.Window.Duration)
+	}
+	return nil
+}
+
+// maxLeasedWindow is the longest rolling window a lease serves: counted a
+// hundredth longer, it stays within maxRollingWindow.
+const maxLeasedWindow = 178 * 24 * time.Hour
 
 // maxRollingWindow keeps logs bounded (and their retention within the
 // three bytes the Redis encoding gives it): a longer budget is better

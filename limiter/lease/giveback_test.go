@@ -1,0 +1,107 @@
+package lease
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog"
+)
+
+// Both stores refund part of a bucketed record from an id carrying a
+// smaller cost, once, and never more than the bucket holds. This is what a
+// block's give-back relies on (refundBlock).
+func TestInnerStoresGiveBackPartOfABlock(t *testing.T) {
+	storeKinds(t, func(t *testing.T, newInner func(func() time.Time) limiter.Store) {
+		c := newClock(t0.Add(1234 * time.Millisecond))
+		s := newInner(c.Now)
+		ctx := context.Background()
+		rule := coupons(0)
+		block := check(rule, "c1")
+		block.Cost = 1000
+		d := mustDecide(t, s, req(block))
+		recs, err := recordlog.DecodeID(d.ID())
+		if err != nil || len(recs) != 1 || recs[0].C != 1000 || recs[0].Grain == 0 {
+			t.Fatalf("block's id %v (%v): want one bucketed record of 1000", recs, err)
+		}
+		part := func(k, units int64) string {
+			r := recs[0]
+			r.T -= k
+			r.C = units
+			return recordlog.EncodeID([]recordlog.Recorded{r})
+		}
+		c.Add(time.Second)
+		if ok, err := s.Refund(ctx, part(0, 300)); !ok || err != nil {
+			t.Fatalf("giving back 300 of the block: %v %v", ok, err)
+		}
+		if got := used(t, s, check(rule, "c1")); got != 700 {
+			t.Errorf("used %d after 300 of 1000 given back; want 700", got)
+		}
+		if ok, _ := s.Refund(ctx, part(0, 300)); ok {
+			t.Errorf("the same give-back went through twice")
+		}
+		if ok, _ := s.Refund(ctx, part(0, 200)); ok {
+			t.Errorf("a second give-back from the same record went through")
+		}
+		if ok, _ := s.Refund(ctx, part(1, 701)); ok {
+			t.Errorf("a give-back of more than the bucket holds went through")
+		}
+		if got := used(t, s, check(rule, "c1")); got != 700 {
+			t.Errorf("used %d after refused give-backs; want 700", got)
+		}
+	})
+}
+
+// Units a gateway took and did not spend go back to the store when the
+// block's term ends (Expire) and when the gateway closes: the store then
+// counts exactly what was spent.
+func TestUnspentUnitsGoBackAtTermEndAndOnClose(t *testing.T) {
+	storeKinds(t, func(t *testing.T, newInner func(func() time.Time) limiter.Store) {
+		c := newClock(t0)
+		inner := newInner(c.Now)
+		rule := coupons(1000)
+		ctx := context.Background()
+
+		g := gateway(t, inner, c, time.Minute)
+		for range 3 {
+			if d := mustDecide(t, g, req(check(rule, "a"))); !d.Allowed {
+				t.Fatalf("denied: %v", d.Results)
+			}
+		}
+		if got := used(t, inner, check(rule, "a")); got != 1000 {
+			t.Errorf("store counts %d during the term; want the block, 1000", got)
+		}
+		c.Add(time.Minute - time.Millisecond)
+		if err := g.Expire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := used(t, inner, check(rule, "a")); got != 1000 {
+			t.Errorf("store counts %d before the term ends; want 1000", got)
+		}
+		c.Add(time.Millisecond)
+		if err := g.Expire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := used(t, inner, check(rule, "a")); got != 3 {
+			t.Errorf("store counts %d after the term; want the 3 spent", got)
+		}
+
+		// A second block, given back by Close.
+		for range 5 {
+			mustDecide(t, g, req(check(rule, "a")))
+		}
+		if got := used(t, inner, check(rule, "a")); got != 1003 {
+			t.Errorf("store counts %d with a second block; want 1003", got)
+		}
+		if err := g.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := used(t, inner, check(rule, "a")); got != 8 {
+			t.Errorf("store counts %d after Close; want the 8 spent", got)
+		}
+		if _, err := g.Decide(ctx, req(check(rule, "a"))); err == nil {
+			t.Errorf("a closed gateway decided a leased check")
+		}
+	})
+}

@@ -1,0 +1,272 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
+
+// Options configure New.
+type Options struct {
+	// Now is the gateway's clock, by which a block's term is measured.
+	// Default time.Now. Decisions on the inner store keep its own clock.
+	Now func() time.Time
+	// Term is the longest a block is spent for. A rolling rule's term is
+	// also at most a hundredth of its window, and a calendar rule's ends
+	// with the period. Default 5 minutes: each gateway gives back at most
+	// one block a term per key, and each give-back leaves a tomb in the
+	// key's value until the record leaves its retention.
+	Term time.Duration
+	// Sweep is how often the unspent units of blocks whose term has ended
+	// are given back. Default 1 second; negative: never by itself (tests
+	// call Expire).
+	Sweep time.Duration
+	// Keep is how long after its term a block's sends may still be
+	// refunded; later refunds report false. Default 1 hour.
+	Keep time.Duration
+	// GiveBackTimeout bounds the give-backs of one sweep and of Close.
+	// Default 2 seconds.
+	GiveBackTimeout time.Duration
+}
+
+// Store wraps an inner store (in practice the Redis store) and serves the
+// checks of leased rules (limiter.Rule.Lease) from blocks of their budget
+// taken from it; see the package documentation for the algorithm and its
+// guarantees. Checks of other rules, and requests with no leased check,
+// go to the inner store unchanged.
+//
+// The zero value is not usable; call New. A Store is safe for concurrent
+// use: one acquisition per leased key is in flight at a time, and the
+// requests that need it wait for it (bounded by their context). It runs
+// one goroutine, the sweep, until Close.
+type Store struct {
+	inner limiter.Store
+	opts  Options
+
+	mu       sync.RWMutex
+	sections map[sectionKey]*section
+	blocks   map[uint64]*block // by handle, for refunds
+	handles  uint64
+	closed   bool
+
+	// extended holds each leased rolling rule's copy with the longer
+	// window its log is decided with (see extend).
+	extended sync.Map
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// ErrClosed is returned by a Store used after Close.
+var ErrClosed = fmt.Errorf("%w: lease store closed", limiter.ErrStore)
+
+// New returns a store that leases the budgets of leased rules from inner.
+// Close gives back every lease in hand, then closes inner.
+func New(inner limiter.Store, opts Options) *Store {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Term <= 0 {
+		opts.Term = 5 * time.Minute
+	}
+	if opts.Sweep == 0 {
+		opts.Sweep = time.Second
+	}
+	if opts.Keep <= 0 {
+		opts.Keep = time.Hour
+	}
+	if opts.GiveBackTimeout <= 0 {
+		opts.GiveBackTimeout = 2 * time.Second
+	}
+	s := &Store{inner: inner, opts: opts, sections: map[sectionKey]*section{}, blocks: map[uint64]*block{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if opts.Sweep > 0 {
+		go s.sweepLoop()
+	} else {
+		close(s.done)
+	}
+	return s
+}
+
+// Decide implements limiter.Store: the leased checks take their units from
+// the blocks in hand (taking a block when short), the others are decided
+// on the inner store, and a denial there puts the units back.
+func (s *Store) Decide(ctx context.Context, req *limiter.Request) (*limiter.Decision, error) {
+	switch servedAs(req) {
+	case unleased:
+		return s.inner.Decide(ctx, req)
+	case whole:
+		return s.decideWhole(ctx, req)
+	}
+	taken := make([]taking, 0, 1)
+	for i := range req.Checks {
+		c := &req.Checks[i]
+		if c.Rule.Lease <= 0 {
+			continue
+		}
+		tk, err := s.take(ctx, c, req.Now)
+		if err != nil {
+			s.putBack(taken)
+			return nil, err
+		}
+		if tk.b == nil {
+			// The store would not lease the units: decide it whole, for
+			// an exact answer (a denial and when to retry, usually).
+			s.putBack(taken)
+			return s.decideWhole(ctx, req)
+		}
+		tk.check = i
+		taken = append(taken, tk)
+	}
+	rest := restOf(req, len(taken))
+	if len(rest.Checks) == 0 {
+		return s.localDecision(req, taken, nil), nil
+	}
+	d, err := s.inner.Decide(ctx, &rest)
+	if err != nil {
+		s.putBack(taken)
+		return nil, err
+	}
+	if !d.Allowed {
+		s.putBack(taken)
+	}
+	return s.merge(req, taken, d), nil
+}
+
+// decideWhole decides req on the inner store, its leased rolling rules
+// counted over their longer windows; the answer names the rules as req
+// does.
+func (s *Store) decideWhole(ctx context.Context, req *limiter.Request) (*limiter.Decision, error) {
+	ext := s.extendRequest(req)
+	d, err := s.inner.Decide(ctx, &ext)
+	if err != nil {
+		return nil, err
+	}
+	s.answered(req, d)
+	return d, nil
+}
+
+// answered names req's rules in d's results (a whole decision ran on
+// their extended copies) and notes, for each leased key with a lease
+// state, what the store said remains.
+func (s *Store) answered(req *limiter.Request, d *limiter.Decision) {
+	for i := range d.Results {
+		c := &req.Checks[i]
+		d.Results[i].Rule = c.Rule
+		if c.Rule.Lease > 0 {
+			if sec := s.lookup(c); sec != nil {
+				sec.mu.Lock()
+				sec.hint = d.Results[i].Remaining
+				sec.mu.Unlock()
+			}
+		}
+	}
+}
+
+// Usage implements limiter.Store: the inner store answers, with the rules
+// as they are. Leased units not yet spent count as used until they are
+// given back.
+func (s *Store) Usage(ctx context.Context, req *limiter.Request) (*limiter.Decision, error) {
+	return s.inner.Usage(ctx, req)
+}
+
+// Reset implements limiter.Store: the inner store forgets, then the
+// leases of this gateway on the logs forgotten are dropped (their unspent
+// units given back, which the store refuses for records it forgot).
+func (s *Store) Reset(ctx context.Context, req *limiter.Request) error {
+	err := s.inner.Reset(ctx, req)
+	var dropped []*block
+	s.mu.Lock()
+	for k, sec := range s.sections {
+		if resets(req, sec) {
+			delete(s.sections, k)
+			dropped = append(dropped, sec.drop()...)
+		}
+	}
+	s.mu.Unlock()
+	s.giveBackAll(ctx, dropped)
+	return err
+}
+
+// Close implements limiter.Store: it stops the sweep, gives back every
+// lease in hand, and closes the inner store.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		<-s.done
+		s.mu.Lock()
+		s.closed = true
+		var held []*block
+		for k, sec := range s.sections {
+			delete(s.sections, k)
+			held = append(held, sec.drop()...)
+		}
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.GiveBackTimeout)
+		s.giveBackAll(ctx, held)
+		cancel()
+		err = s.inner.Close()
+	})
+	return err
+}
+
+// restOf is req without its leased checks (n of them).
+func restOf(req *limiter.Request, n int) limiter.Request {
+	rest := *req
+	rest.Checks = make([]limiter.Check, 0, len(req.Checks)-n)
+	for _, c := range req.Checks {
+		if c.Rule.Lease <= 0 {
+			rest.Checks = append(rest.Checks, c)
+		}
+	}
+	return rest
+}
+
+// merge is the decision of req whose leased checks took their units
+// (taken) and whose other checks d decided, in req's order.
+func (s *Store) merge(req *limiter.Request, taken []taking, d *limiter.Decision) *limiter.Decision {
+	var out *limiter.Decision
+	if d.Allowed {
+		out = s.localDecision(req, taken, d)
+	} else {
+		out = &limiter.Decision{Results: make([]limiter.Result, len(req.Checks)), Now: d.Now}
+		s.fillLeased(out, taken)
+	}
+	out.Now, out.Fallback = d.Now, d.Fallback
+	j := 0
+	for i := range req.Checks {
+		if req.Checks[i].Rule.Lease > 0 {
+			continue
+		}
+		out.Results[i] = d.Results[j]
+		j++
+	}
+	finish(out, d.Allowed)
+	return out
+}
+
+// finish sets the decision's verdict and its denier: the rule that denies
+// longest, as the stores choose it.
+func finish(d *limiter.Decision, allowed bool) {
+	d.Allowed, d.Denier, d.RetryAfter = allowed, -1, 0
+	for i := range d.Results {
+		r := &d.Results[i]
+		if r.Denied && !r.Waived && (d.Denier < 0 || r.RetryAfter > d.RetryAfter) {
+			d.Denier, d.RetryAfter = i, r.RetryAfter
+		}
+	}
+}
+
+// giveBackAll gives back the unspent units of blocks, reporting nothing:
+// a give-back that fails leaves the units counted until they leave the
+// window, towards denying.
+func (s *Store) giveBackAll(ctx context.Context, bs []*block) {
+	for _, b := range bs {
+		s.giveBack(ctx, b)
+	}
+}
