@@ -26,7 +26,12 @@
 //
 // Redis CPU per decision is the used_cpu_user+used_cpu_sys delta over the
 // load divided by the decisions; memory per recipient is the used_memory
-// delta divided by the recipients.
+// delta divided by the recipients. Client CPU per decision is this
+// process's user+sys time over the same load divided by the decisions: the
+// gateway's store client, go-redis included (see clientcpu.go). The
+// designs requests and requests-batch build the requests with no store,
+// so that the store's share can be told apart; -commandstats splits
+// Redis's CPU by command and counts the client's round trips.
 package main
 
 import (
@@ -57,7 +62,7 @@ func main() {
 	sends := flag.Int("sends", 20, "sends per recipient, spread over 24 h")
 	callers := flag.Int("callers", 32, "concurrent callers")
 	runs := flag.Int("runs", 3, "runs of each design, alternated; medians are reported")
-	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap (decided in Go, a lone decision at low load in the script), freqcap-go (every batch in Go), freqcap-commit (freqcap, every write by commit.lua even where the server has SET IFEQ), freqcap-script (decided in freqcap.lua), freqcap-unbatched (in the script, one decision a run), freqcap-batch (batch sends of -batch entries, decided in Go), freqcap-batch-commit (freqcap-batch written by commit.lua even where the server has SET IFEQ), freqcap-batch-nocheck (freqcap-batch with the check of its native writes stripped: the floor at the store's pace, for measuring only), freqcap-batch-script (batch sends decided in freqcap.lua, as script_only), floor-batch (batch sends read and written back with no decision: the least a read-then-write design costs), floor-batch-paced (floor-batch held to the pace of the freqcap-batch design before it in the run, or to -pace)")
+	designs := flag.String("designs", "zset4,freqcap", "designs to compare, comma-separated: zset4, zset4-pipelined, freqcap (decided in Go, a lone decision at low load in the script), freqcap-go (every batch in Go), freqcap-commit (freqcap, every write by commit.lua even where the server has SET IFEQ), freqcap-script (decided in freqcap.lua), freqcap-unbatched (in the script, one decision a run), freqcap-batch (batch sends of -batch entries, decided in Go), freqcap-batch-commit (freqcap-batch written by commit.lua even where the server has SET IFEQ), freqcap-batch-nocheck (freqcap-batch with the check of its native writes stripped: the floor at the store's pace, for measuring only), freqcap-batch-script (batch sends decided in freqcap.lua, as script_only), requests (single sends' requests built, no store: the client CPU that is not the store's), requests-batch (the same for batch sends), floor-batch (batch sends read and written back with no decision: the least a read-then-write design costs), floor-batch-paced (floor-batch held to the pace of the freqcap-batch design before it in the run, or to -pace)")
 	pace := flag.Float64("pace", 0, "floor-batch-paced: sends a second (0: the rate the freqcap-batch design measured just before it in the same run)")
 	batch := flag.Int("batch", 500, "freqcap-batch: entries in a batch send (consecutive sends of the data set)")
 	batchCallers := flag.Int("batch-callers", 4, "freqcap-batch: concurrent batch senders")
@@ -68,6 +73,7 @@ func main() {
 	roundTripsOnly := flag.Bool("roundtrips", false, "print what one round trip costs Redis, by what it carries, and exit")
 	primitivesOnly := flag.Bool("primitives", false, "print what each way of reading, checking and writing a batch's keys costs Redis a key (-recipients keys, -batch a batch, -runs rounds), and exit")
 	addr := flag.String("addr", "", "use this Redis (flushed before each design) instead of starting one, e.g. under valgrind --tool=callgrind")
+	flag.BoolVar(&commandStats, "commandstats", false, "after each design's run, print Redis's CPU a decision by command (INFO commandstats) against used_cpu, and the client's round trips and batch sizes")
 	flag.StringVar(&serverBin, "server", serverBin, "the server binary started for each design (default: $FREQCAP_REDIS_SERVER, else redis-server), e.g. a valkey-server")
 	flag.Parse()
 	if *addr == "" {
@@ -99,6 +105,7 @@ func main() {
 	results := map[string][]result{}
 	names := strings.Split(*designs, ",")
 	for run := 0; run < *runs; run++ {
+		currentRun = run + 1
 		var batchRate float64 // the rate of this run's last freqcap-batch design
 		for _, name := range names {
 			var r result
@@ -115,7 +122,7 @@ func main() {
 					log.Fatal("floor-batch-paced needs a freqcap-batch design before it in -designs, or -pace")
 				}
 				r, err = measureFloor(name, data, *recipients, *batch, *batchCallers, *core, *addr, p)
-			case strings.HasPrefix(name, "freqcap-batch"):
+			case strings.HasPrefix(name, "freqcap-batch"), name == "requests-batch":
 				r, err = measureBatches(name, data, *recipients, *batch, *batchCallers, *gateways, *core, *addr)
 			default:
 				r, err = measure(name, data, *recipients, *callers, *core, *addr, *inFlight)
@@ -123,18 +130,18 @@ func main() {
 			if err != nil {
 				log.Panicf("%s: %v", name, err)
 			}
-			log.Printf("run %d %-18s %9.0f decisions/s  %6.1f µs Redis CPU/decision  %5.0f bytes/recipient  (%d admitted)",
-				run+1, name, r.rate, r.cpuMicros, r.bytesPerRecipient, r.admitted)
+			log.Printf("run %d %-18s %9.0f decisions/s  %6.1f µs Redis CPU/decision  %5.0f bytes/recipient  (%d admitted)  %6.2f µs client CPU/decision",
+				run+1, name, r.rate, r.cpuMicros, r.bytesPerRecipient, r.admitted, r.clientMicros)
 			results[name] = append(results[name], r)
 			if strings.HasPrefix(name, "freqcap-batch") {
 				batchRate = r.rate
 			}
 		}
 	}
-	fmt.Printf("\n| design | decisions/s per Redis core | Redis CPU µs per decision | Redis bytes per recipient |\n|---|---|---|---|\n")
+	fmt.Printf("\n| design | decisions/s per Redis core | Redis CPU µs per decision | Redis bytes per recipient | client CPU µs per decision |\n|---|---|---|---|---|\n")
 	for _, name := range names {
 		m := medians(results[name])
-		fmt.Printf("| %s | %.0f | %.1f | %.0f |\n", name, m.rate, m.cpuMicros, m.bytesPerRecipient)
+		fmt.Printf("| %s | %.0f | %.1f | %.0f | %.2f |\n", name, m.rate, m.cpuMicros, m.bytesPerRecipient, m.clientMicros)
 	}
 	if len(names) > 1 {
 		a, b := medians(results[names[0]]), medians(results[names[len(names)-1]])
@@ -164,7 +171,9 @@ func makeData(recipients, sends, contents int) []send {
 
 type result struct {
 	rate, cpuMicros, bytesPerRecipient float64
-	admitted                           int64
+	// clientMicros is this process's CPU a decision (see clientcpu.go).
+	clientMicros float64
+	admitted     int64
 }
 
 func medians(rs []result) result {
@@ -180,6 +189,7 @@ func medians(rs []result) result {
 		rate:              med(func(r result) float64 { return r.rate }),
 		cpuMicros:         med(func(r result) float64 { return r.cpuMicros }),
 		bytesPerRecipient: med(func(r result) float64 { return r.bytesPerRecipient }),
+		clientMicros:      med(func(r result) float64 { return r.clientMicros }),
 	}
 }
 
@@ -215,7 +225,11 @@ func measureBatches(design string, data []send, recipients, size, callers, gatew
 		if design == "freqcap-batch-nocheck" {
 			client.AddHook(noCheck{})
 		}
+		built := design == "requests-batch" // the requests alone, no store
 		stores := make([]*redisstore.Store, max(gateways, 1))
+		if built {
+			stores = nil
+		}
 		for i := range stores {
 			stores[i] = redisstore.New(client, redisstore.Options{Timeout: 10 * time.Second, ScriptOnly: design == "freqcap-batch-script", NoNativeWrite: design == "freqcap-batch-commit"})
 		}
@@ -225,6 +239,9 @@ func measureBatches(design string, data []send, recipients, size, callers, gatew
 			req.Now, req.Checks = now, seedChecks(req.Checks[:0], rules, s)
 		}
 		decideBatch := func(ctx context.Context, reqs []limiter.Request) (int64, error) {
+			if built {
+				return int64(len(reqs)), nil
+			}
 			store := stores[int(turn.Add(1))%len(stores)]
 			ds, err := store.DecideBatch(ctx, reqs, limiter.BatchEach)
 			if err != nil {
@@ -338,6 +355,11 @@ func measureWith(design string, data []send, recipients, callers int, core, addr
 	}
 	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: callers + 8, ContextTimeoutEnabled: true})
 	defer client.Close()
+	var sent *sentCounter
+	if commandStats {
+		sent = newSentCounter()
+		client.AddHook(sent)
+	}
 	ctx := context.Background()
 	if err := client.FlushAll(ctx).Err(); err != nil {
 		return result{}, err
@@ -357,19 +379,33 @@ func measureWith(design string, data []send, recipients, callers int, core, addr
 	if err != nil {
 		return result{}, err
 	}
+	var st0 serverStats
+	if commandStats {
+		if st0, err = readServerStats(ctx, client); err != nil {
+			return result{}, err
+		}
+		sent.reset()
+	}
 	// The simulated day ends now. The store's keys expire relative to
 	// their simulated time (SET PX), so none expires before the end;
 	// zset4 moves its expiries past the run (zsetExpiryShift).
 	day := time.Now().Add(-24 * time.Hour).Truncate(time.Second)
-	start := time.Now()
+	start, clientCPU := time.Now(), processCPU()
 	admitted, err := replay(ctx, data, day)
-	elapsed := time.Since(start)
+	elapsed, clientCPU := time.Since(start), processCPU()-clientCPU
 	if err != nil {
 		return result{}, err
 	}
 	_, cpu1, err := stats(ctx, client)
 	if err != nil {
 		return result{}, err
+	}
+	if commandStats {
+		st1, err := readServerStats(ctx, client)
+		if err != nil {
+			return result{}, err
+		}
+		printCommandStats(design, currentRun, float64(len(data)), st0, st1, (cpu1-cpu0)*1e6/float64(len(data)), sent)
 	}
 	if strings.HasPrefix(design, "zset4") {
 		if err := zsetExpire(ctx, client, day.Add(24*time.Hour)); err != nil {
@@ -399,9 +435,17 @@ func measureWith(design string, data []send, recipients, callers int, core, addr
 		rate:              n / elapsed.Seconds(),
 		cpuMicros:         (cpu1 - cpu0) * 1e6 / n,
 		bytesPerRecipient: float64(mem1-mem0) / float64(recipients),
+		clientMicros:      float64(clientCPU.Microseconds()) / n,
 		admitted:          admitted,
 	}, nil
 }
+
+// commandStats is -commandstats; currentRun the run being measured, for
+// its output.
+var (
+	commandStats bool
+	currentRun   int
+)
 
 func seedRules() []*limiter.Rule {
 	return []*limiter.Rule{
@@ -450,6 +494,8 @@ func newDecider(design string, client *redis.Client, inFlight int) (decider, fun
 			}
 			return d.Allowed, nil
 		}, closer, nil
+	case "requests":
+		return requestsDecider(), func() {}, nil
 	case "zset4", "zset4-pipelined":
 		// A pipeline sends EVALSHA without falling back to EVAL.
 		if err := zsetScript.Load(context.Background(), client).Err(); err != nil {
