@@ -64,7 +64,14 @@ func appendValue(dst []byte, v string) []byte {
 		dst = append(dst, '#')
 		return hex.AppendEncode(dst, sum[:16])
 	}
-	for i := 0; i < len(v); i++ {
+	// Values are nearly always plain (ids, hashes): copy up to the first
+	// byte to escape in one piece.
+	i := 0
+	for i < len(v) && !needsEscape(v[i]) {
+		i++
+	}
+	dst = append(dst, v[:i]...)
+	for ; i < len(v); i++ {
 		c := v[i]
 		if needsEscape(c) {
 			dst = append(dst, '%', hexDigits[c>>4], hexDigits[c&15])
@@ -77,10 +84,16 @@ func appendValue(dst []byte, v string) []byte {
 
 const hexDigits = "0123456789ABCDEF"
 
-func needsEscape(c byte) bool {
-	switch c {
-	case '{', '}', '&', '=', '$', '#', '%':
-		return true
+func needsEscape(c byte) bool { return escaped[c] }
+
+// escaped is, for each byte, whether a key or sub-log id escapes it: the
+// separators of keys, ids and admission ids, controls, space and DEL.
+var escaped = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c < 0x21 || c == 0x7f
 	}
-	return c < 0x21 || c == 0x7f
-}
+	for _, c := range "{}&=$#%" {
+		t[c] = true
+	}
+	return t
+}()
