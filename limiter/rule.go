@@ -259,7 +259,7 @@ func (r *Rule) CheckLease() error {
 	case r.Lease > r.Limit/10:
 		return fmt.Errorf("lease %d is more than a tenth of the limit %d: the gateways' unspent blocks would hold back too much of it", r.Lease, r.Limit)
 	case !r.Window.IsCalendar() && (r.Window.Duration < time.Minute || r.Window.Duration > maxLeasedWindow):
-		return fmt.Errorf("lease needs a window from 1m to %s, not %s (a longer budget is a calendar rule)", maxLeasedWindow, r.Window.Duration)
+		return fmt.Errorf("lease needs a window from 1m to 178 days, not %s (a longer budget is a calendar rule)", r.Window.Duration)
 	}
 	return nil
 }
