@@ -20,6 +20,7 @@ import (
 	"github.com/freqcap/caddy-freqcap/internal/answer"
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/lease"
 )
 
 func init() {
@@ -94,6 +95,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        window   <duration>
 //	        calendar day|week|month [<zone>|<placeholder> [<fallback-zone>]]
 //	        cost     <n>|<placeholder>
+//	        lease    <n>
 //	        dry_run
 //	    }
 //	    rule <name> {
@@ -256,6 +258,16 @@ func (h *Handler) checkLogLines(at *batchLines) error {
 		}
 	}
 	err := limiter.CheckLogs(rules)
+	if err == nil {
+		if err = lease.CheckRules(rules); err != nil {
+			// The error names the leased rule first.
+			for i := range h.Rules {
+				if strings.HasPrefix(err.Error(), "rule "+h.Rules[i].Name+":") {
+					return at.rules[i].Errf("%v", err)
+				}
+			}
+		}
+	}
 	var big *limiter.LogTooLargeError
 	if errors.As(err, &big) {
 		for i := range h.Rules {
@@ -503,6 +515,8 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 	needQuiet := ruleErr("days needs quiet <HH:MM>-<HH:MM>")
 	var unknown []pendingDim
 	seen := map[string]bool{}
+	// A lease is checked against the whole rule, at its line.
+	var leaseLine caddyfile.Dispenser
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
 		if seen[sub] {
@@ -581,8 +595,20 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 					return nil, ruleErr("cost " + strconv.Quote(rc.Cost) + " is neither an integer from 0 to " + strconv.Itoa(limiter.MaxCost) + " nor a placeholder")
 				}
 			}
+		case "lease":
+			leaseLine = *d
+			n, err := intArg(d, "rule "+rc.Name+": lease", 1)
+			if err != nil {
+				return nil, err
+			}
+			rc.Lease = int64(n)
 		default:
 			return nil, d.Errf("unrecognized rule subdirective %q", sub)
+		}
+	}
+	if seen["lease"] {
+		if err := checkLease(&rc); err != nil {
+			return nil, leaseLine.Errf("rule %s: %v", rc.Name, err)
 		}
 	}
 	switch {

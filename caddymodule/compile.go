@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/zones"
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/lease"
 )
 
 // compiledRule is a RuleConfig made ready for requests.
@@ -130,6 +132,9 @@ func (h *Handler) compile() error {
 	if err := limiter.CheckLogs(all); err != nil {
 		return err
 	}
+	if err := lease.CheckRules(all); err != nil {
+		return err
+	}
 
 	// Every expression a request is read with: what it needs of the body.
 	var exprs []string
@@ -170,6 +175,9 @@ func (h *Handler) compile() error {
 // config adds.
 func compileRule(rc *RuleConfig) (compiledRule, error) {
 	if rc.Quiet != "" {
+		if err := checkLease(rc); err != nil {
+			return compiledRule{}, fmt.Errorf("rule %s: %w", rc.Name, err)
+		}
 		return compileQuiet(rc)
 	}
 	if len(rc.Days) > 0 {
@@ -180,12 +188,15 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 			return compiledRule{}, err
 		}
 	}
+	if err := checkLease(rc); err != nil {
+		return compiledRule{}, fmt.Errorf("rule %s: %w", rc.Name, err)
+	}
 	by := rc.By
 	if len(by) == 0 {
 		// One count over every send: the global ceiling.
 		by = []string{globalDimension}
 	}
-	r := &limiter.Rule{Name: rc.Name, By: by, Limit: rc.Limit, Window: limiter.Window{Duration: time.Duration(rc.Window)}}
+	r := &limiter.Rule{Name: rc.Name, By: by, Limit: rc.Limit, Window: limiter.Window{Duration: time.Duration(rc.Window)}, Lease: rc.Lease}
 	cr := compiledRule{rule: r, cost: 1, shadow: rc.DryRun}
 	if rc.Calendar != "" {
 		unit, err := limiter.ParseUnit(rc.Calendar)
@@ -236,6 +247,36 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 		r.Weight = rc.Cost
 	}
 	return cr, nil
+}
+
+// checkLease checks what a lease needs of a rule's config: a fixed limit
+// (a block is taken under one limit) and a rule that counts; the engine
+// checks the rest (limiter.Rule.CheckLease). The Caddyfile reports it at
+// the lease line, provisioning with the rule's name.
+func checkLease(rc *RuleConfig) error {
+	switch {
+	case rc.Lease == 0:
+		return nil
+	case rc.Quiet != "":
+		return errors.New("a quiet rule counts nothing to lease")
+	case rc.LimitPlaceholder != "":
+		return fmt.Errorf("lease needs a fixed limit, not the per-request limit %s", rc.LimitPlaceholder)
+	}
+	w := limiter.Window{Duration: time.Duration(rc.Window)}
+	if rc.Calendar != "" {
+		w.Unit, _ = limiter.ParseUnit(rc.Calendar) // checked apart
+	}
+	return (&limiter.Rule{Limit: rc.Limit, Window: w, Lease: rc.Lease}).CheckLease()
+}
+
+// hasLease reports whether a rule of the handler is leased.
+func (h *Handler) hasLease() bool {
+	for _, cr := range h.rules {
+		if cr.rule.Lease > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // compileQuiet checks a quiet rule: a range, days, a zone, and nothing

@@ -107,6 +107,19 @@ type RuleConfig struct {
 	// Default: every day.
 	Days []string `json:"days,omitempty"`
 
+	// Lease lets each gateway take this many units of the rule's budget
+	// from Redis at a time (a block) and admit from them without a Redis
+	// round trip, giving back what it did not spend at the end of the
+	// block's term: a budget every request shares (a campaign's coupons)
+	// then costs Redis one decision a block instead of one a request. Only
+	// for a fixed limit above 1000 and at least ten times the block, a
+	// calendar period or a window from 1m to 178 days, and a rule that
+	// shares its log with no other (the same by and cost). The embedded
+	// memory store ignores it. Never admits more than the limit; units
+	// leased and not spent count as used until they are given back (see
+	// docs/configuration.md). Default 0: every decision asks the store.
+	Lease int64 `json:"lease,omitempty"`
+
 	// DryRun makes the rule a shadow: it is decided, recorded and reported
 	// like the others, but never denies. A request it alone would deny
 	// passes, is logged at info and counted as dry_run_deny for the rule.

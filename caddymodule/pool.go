@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/lease"
 	"github.com/freqcap/caddy-freqcap/limiter/memstore"
 	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
@@ -91,6 +93,11 @@ func (h *Handler) acquireStore(cfg *redisstore.Config) error {
 	h.storeKey = key
 	h.store = v.(*pooledStore).store
 	v.(*pooledStore).add(h.Name)
+	if cfg != nil && h.hasLease() {
+		if err := h.acquireLeases(key); err != nil {
+			return err
+		}
+	}
 	if cfg == nil || h.OnError != OnErrorLocal {
 		return nil
 	}
@@ -109,6 +116,34 @@ func (h *Handler) acquireStore(cfg *redisstore.Config) error {
 	return nil
 }
 
+// acquireLeases puts the lease store of the Redis store under key in
+// front of it (the local store of on_error local goes in front of both:
+// blocks in hand keep admitting while Redis fails, and a block that cannot
+// be taken is decided locally). It is pooled beside the Redis store, for
+// every handler of that store with a leased rule: a reload keeps the
+// blocks in hand, and a rule changed by it takes blocks of its own (the
+// lease state is per rule), the old ones given back at their term's end.
+func (h *Handler) acquireLeases(key string) error {
+	inner := h.store
+	v, _, err := stores.LoadOrNew(leasesKey(key), func() (caddy.Destructor, error) {
+		return &pooledStore{store: lease.New(sharedStore{inner}, lease.Options{})}, nil
+	})
+	if err != nil {
+		return err
+	}
+	h.store = v.(*pooledStore).store
+	return nil
+}
+
+// leasesKey names the lease store of the store under key.
+func leasesKey(key string) string { return "lease|" + key }
+
+// sharedStore is a pooled store seen from a store in front of it, whose
+// Close leaves it to its own pool entry.
+type sharedStore struct{ limiter.Store }
+
+func (sharedStore) Close() error { return nil }
+
 // releaseStore gives the store back, once; harmless when none was taken.
 func (h *Handler) releaseStore() error {
 	if h.storeKey == "" {
@@ -119,7 +154,13 @@ func (h *Handler) releaseStore() error {
 	if p := pooled(key); p != nil {
 		p.remove(h.Name)
 	}
-	_, err := stores.Delete(key)
+	var err error
+	if strings.HasPrefix(key, "redis|") && h.hasLease() {
+		// Before the Redis store: its Close gives the blocks back there.
+		_, err = stores.Delete(leasesKey(key))
+	}
+	_, serr := stores.Delete(key)
+	err = errors.Join(err, serr)
 	if local != "" {
 		_, lerr := stores.Delete(local)
 		err = errors.Join(err, lerr)

@@ -80,8 +80,38 @@ func (s *Store) extend(r *limiter.Rule) *limiter.Rule {
 	}
 	e := *r
 	e.Window.Duration += margin(r.Window.Duration)
-	got, _ := s.extended.LoadOrStore(r, &e)
+	got, loaded := s.extended.LoadOrStore(r, &e)
+	if !loaded {
+		s.cached()
+	}
 	return got.(*limiter.Rule)
+}
+
+// cached counts an entry added to the per-rule caches (extended,
+// signatures), and empties them when there are many: each config reload
+// brings new rules, and the old ones are never asked for again.
+func (s *Store) cached() {
+	if s.cachedRules.Add(1) > maxCachedRules {
+		s.cachedRules.Store(0)
+		s.extended.Clear()
+		s.signatures.Clear()
+	}
+}
+
+// maxCachedRules bounds the per-rule caches: what a few hundred reloads
+// of a config with several leased rules fill.
+const maxCachedRules = 4096
+
+// signature is the rule's signature (see sectionKey), made once per rule.
+func (s *Store) signature(r *limiter.Rule) string {
+	if sig, ok := s.signatures.Load(r); ok {
+		return sig.(string)
+	}
+	sig, loaded := s.signatures.LoadOrStore(r, signature(r))
+	if !loaded {
+		s.cached()
+	}
+	return sig.(string)
 }
 
 // extendRequest is req with its leased rules extended (see extend).

@@ -15,12 +15,19 @@ import (
 // from it, and taking a new one from the store.
 
 // sectionKey names the lease state of one leased log as one rule reads it:
-// the rule (a reload that changes it starts afresh), the values and, for a
-// calendar rule, the zone its periods are in.
+// what the rule counts and how (a reload that leaves the rule as it was
+// keeps its blocks; one that changes it starts afresh), the values and,
+// for a calendar rule, the zone its periods are in.
 type sectionKey struct {
-	rule   *limiter.Rule
+	rule   string // see signature
 	values string // each value after its length
 	zone   string
+}
+
+// signature is what a block taken for r depends on: its dimensions and
+// weight (the log), limit, window and block size.
+func signature(r *limiter.Rule) string {
+	return fmt.Sprintf("%q %q %d %d %d %v %d", r.By, r.Weight, r.Limit, r.Window.Duration, r.Window.Unit, r.Window.Zone, r.Lease)
 }
 
 // section is the lease state of one key. Every field, and the fields of
@@ -82,7 +89,7 @@ type taking struct {
 
 // section returns the lease state of c's key, made on first use.
 func (s *Store) section(c *limiter.Check) (*section, error) {
-	k := keyOf(c)
+	k := s.keyOf(c)
 	s.mu.RLock()
 	sec, closed := s.sections[k], s.closed
 	s.mu.RUnlock()
@@ -108,16 +115,16 @@ func (s *Store) section(c *limiter.Check) (*section, error) {
 func (s *Store) lookup(c *limiter.Check) *section {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.sections[keyOf(c)]
+	return s.sections[s.keyOf(c)]
 }
 
-func keyOf(c *limiter.Check) sectionKey {
+func (s *Store) keyOf(c *limiter.Check) sectionKey {
 	var b []byte
 	for _, v := range c.Values {
 		b = binary.AppendUvarint(b, uint64(len(v)))
 		b = append(b, v...)
 	}
-	k := sectionKey{rule: c.Rule, values: string(b)}
+	k := sectionKey{rule: s.signature(c.Rule), values: string(b)}
 	if c.Rule.Window.IsCalendar() && c.Zone != nil {
 		k.zone = c.Zone.String()
 	}
@@ -152,7 +159,7 @@ func (s *Store) takeFrom(ctx context.Context, sec *section, c *limiter.Check, re
 		}
 		now := s.opts.Now()
 		if b := sec.cur; b.usable(now, c.Cost) {
-			tk = b.takeUnits(now, c.Cost)
+			tk = b.takeUnits(now, c)
 			sec.mu.Unlock()
 			return tk, false, nil
 		}
@@ -216,7 +223,7 @@ func (s *Store) takeFrom(ctx context.Context, sec *section, c *limiter.Check, re
 		return taking{}, dead, nil
 	}
 	sec.cur = b
-	tk = b.takeUnits(now, c.Cost)
+	tk = b.takeUnits(now, c)
 	sec.mu.Unlock()
 	return tk, false, nil
 }
@@ -269,20 +276,20 @@ func (b *block) usable(now time.Time, cost int64) bool {
 	return b != nil && !b.closed && now.Before(b.deadline) && b.left >= cost
 }
 
-// takeUnits takes cost units from b at now.
-func (b *block) takeUnits(now time.Time, cost int64) taking {
-	b.left -= cost
-	tk := taking{b: b, take: b.takes, units: cost, res: b.result(now), at: b.at.Add(now.Sub(b.start))}
+// takeUnits takes c's cost from b at now.
+func (b *block) takeUnits(now time.Time, c *limiter.Check) taking {
+	b.left -= c.Cost
+	tk := taking{b: b, take: b.takes, units: c.Cost, res: b.result(now, c.Rule), at: b.at.Add(now.Sub(b.start))}
 	b.takes++
 	return tk
 }
 
-// result is the rule's answer at now from b: the store's answer when b
-// was decided, less what b still holds unspent; Reset counted down on the
+// result is rule's answer at now from b: the store's answer when b was
+// decided, less what b still holds unspent; Reset counted down on the
 // gateway's clock. Other gateways' sends since are not seen.
-func (b *block) result(now time.Time) limiter.Result {
+func (b *block) result(now time.Time, rule *limiter.Rule) limiter.Result {
 	used := b.answer.Used - b.left
-	return limiter.Result{Rule: b.sec.rule, Limit: b.answer.Limit, Used: used, Remaining: max(0, b.answer.Limit-used),
+	return limiter.Result{Rule: rule, Limit: b.answer.Limit, Used: used, Remaining: max(0, b.answer.Limit-used),
 		Reset: max(0, b.answer.Reset-now.Sub(b.start))}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/freqcap/caddy-freqcap/limiter"
@@ -55,6 +56,9 @@ type Store struct {
 	// extended holds each leased rolling rule's copy with the longer
 	// window its log is decided with (see extend).
 	extended sync.Map
+	// signatures holds each leased rule's signature (see sectionKey).
+	signatures  sync.Map
+	cachedRules atomic.Int64
 
 	stop      chan struct{}
 	done      chan struct{}
