@@ -293,3 +293,39 @@ func TestCheckRules(t *testing.T) {
 		}
 	}
 }
+
+// Once the store has said the budget is spent, a request is decided whole
+// at once (one store call, not a block asked for and refused first), and
+// blocks are taken again when the store says units remain.
+func TestSpentBudgetCostsOneStoreCallARequest(t *testing.T) {
+	c := newClock(t0)
+	inner := memInner(t, c)
+	rule := &limiter.Rule{Name: "budget_hour", By: []string{"campaign"}, Limit: 2000, Window: limiter.Window{Duration: time.Hour}, Lease: 100}
+	g := gateway(t, inner, c, time.Minute)
+	all := check(rule, "c")
+	all.Cost = 2000
+	if d := mustDecide(t, g, req(all)); !d.Allowed {
+		t.Fatalf("the whole budget: %+v", d.Results)
+	}
+	mustDecide(t, g, req(check(rule, "c"))) // learns that nothing remains
+	before := inner.decides.Load()
+	for range 5 {
+		if d := mustDecide(t, g, req(check(rule, "c"))); d.Allowed {
+			t.Fatal("admitted past the budget")
+		}
+	}
+	if n := inner.decides.Load() - before; n != 5 {
+		t.Errorf("%d store decisions for 5 requests past the budget; want 5", n)
+	}
+	c.Add(time.Hour + 36*time.Second)
+	if d := mustDecide(t, g, req(check(rule, "c"))); !d.Allowed {
+		t.Fatalf("refused once the budget left the window: %+v", d.Results)
+	}
+	before = inner.decides.Load()
+	for range 5 {
+		mustDecide(t, g, req(check(rule, "c")))
+	}
+	if n := inner.decides.Load() - before; n != 1 {
+		t.Errorf("%d store decisions for 5 requests with the budget free; want 1 block", n)
+	}
+}

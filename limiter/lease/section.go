@@ -181,6 +181,12 @@ func (s *Store) takeFrom(ctx context.Context, sec *section, c *limiter.Check, re
 		}
 	}
 
+	if sec.hint >= 0 && sec.hint < c.Cost {
+		// The store said too little remains: decide the request whole,
+		// whose answer says again what remains.
+		sec.mu.Unlock()
+		return taking{}, false, nil
+	}
 	// This request takes the next block; the others wait for it.
 	ch := make(chan struct{})
 	sec.acquiring = ch
