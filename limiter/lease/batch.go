@@ -11,7 +11,10 @@ import (
 // cannot serve is decided whole, see servedAs); then the rest of every
 // entry is decided in one inner batch, in the same mode. Units go back for
 // each entry the inner store denies under BatchEach, and for every entry
-// when any is denied under BatchAll (which then records nothing).
+// when any is denied under BatchAll (which then records nothing). Since the
+// units are taken before the inner batch is decided, an entry's leased
+// result counts the units of earlier entries that the inner batch then
+// denied (towards denying, near the limit).
 func (s *Store) DecideBatch(ctx context.Context, reqs []limiter.Request, mode limiter.BatchMode) ([]*limiter.Decision, error) {
 	if err := limiter.CheckBatch(reqs, mode); err != nil {
 		return nil, err
