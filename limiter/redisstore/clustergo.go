@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
-
 )
 
 // This file is batch sends on a cluster decided in Go. Without it a
