@@ -225,21 +225,13 @@ func (s *Store) nodeWrite(node *redis.Client, run *decidedInGo) {
 	for _, c := range run.calls {
 		c.wrote = 1
 	}
+	var ec *redis.Cmd
 	_, perr := node.Pipelined(run.ctx, func(pipe redis.Pipeliner) error {
-		queueSlotCommits(run.ctx, pipe, run)
+		ec = queueCommit(run.ctx, pipe, run)
 		queueNative(run.ctx, pipe, run, true)
 		return nil
 	})
-	again, redo := s.nativeAnswers(run, perr)
-	changed, redoSlots := s.slotAnswers(run, perr)
-	again, redo = append(again, changed...), append(redo, redoSlots...)
-	if len(again) > 0 {
-		s.conflicts.Add(1)
-	}
-	if again = append(again, redo...); len(again) > 0 {
-		s.scriptAgain(run.ctx, again)
-	}
-	run.done()
+	s.finishWrite(run, ec, perr)
 }
 
 // scriptAgain decides calls again in the script, one run per hash tag, in
