@@ -19,11 +19,6 @@ type call struct {
 	at    int64   // the run's now
 	err   error
 	done  chan struct{} // one signal when answered (buffered: reused with the work)
-	// wrote says whether what an admitted call decided was written, for a
-	// batch send decided in Go on a cluster (clustergo.go): 1 written, -1
-	// not (the batch was denied, or nothing to write); 0 when the call
-	// ran in the script, whose reply says.
-	wrote int8
 }
 
 // redisWork is one decision's scratch space on the Redis store: its plan and,

@@ -87,8 +87,8 @@ func (s *Store) DecideBatch(ctx context.Context, reqs []limiter.Request, mode li
 		groups = append(groups, calls)
 	}
 
-	if mf, ok := s.clusterInGo(); ok {
-		if err := s.decideClusterBatch(ctx, mf, entryCalls, groups, mode == limiter.BatchAll); err != nil {
+	if s.clusterInGo() {
+		if err := s.decideInLanes(ctx, entryCalls, groups); err != nil {
 			inFlight = true
 			return nil, err
 		}
@@ -288,10 +288,7 @@ func (s *Store) rollbackEntries(plans []*limiter.Plan, entryCalls [][]*call, gro
 			all = all && c.err == nil && c.reply[0] == 1
 		}
 		for _, c := range g {
-			// A call decided in Go on a cluster says whether it was
-			// written; one the script decided recorded when admitted, or
-			// under OP_DECIDE_ALL when its whole run was.
-			written[c] = c.err == nil && c.reply[0] == 1 && c.wrote >= 0 && (c.wrote == 1 || c.op == opDecide || all)
+			written[c] = c.err == nil && c.reply[0] == 1 && (c.op == opDecide || all)
 		}
 	}
 	var recs []recordlog.Recorded
