@@ -14,6 +14,12 @@ var Freqcap string
 //go:embed commit.lua
 var Commit string
 
+// CommitNode is commit_node.lua: commit.lua for the keys of many slots on
+// one cluster master.
+//
+//go:embed commit_node.lua
+var CommitNode string
+
 // StartCheck is startcheck.lua: what the gateway's user may call inside a
 // script, asked once when a store starts.
 //

@@ -99,7 +99,7 @@ func (bl *batchLoop) collect(block bool) []*call {
 	// otherwise run before them and carry one call a run. Nothing waits
 	// when nothing else is ready.
 	runtime.Gosched()
-	for len(batch) < s.opts.MaxBatch {
+	for len(batch) < l.max {
 		select {
 		case c := <-l.batches:
 			if c.op != first.op {
@@ -148,10 +148,20 @@ func (s *Store) do(ctx context.Context, calls []*call) error {
 		s.each(len(calls), func(i int) { s.runCalls(ctx, calls[i:i+1]) })
 		return nil
 	}
+	return s.queue(ctx, calls, l, nil)
+}
+
+// queue queues each call in order on its lane (lanes[i], or every one on
+// l when lanes is nil), and waits until every call is answered, at most
+// the store's timeout or until ctx ends.
+func (s *Store) queue(ctx context.Context, calls []*call, l *lane, lanes []*lane) error {
 	// A timer rather than a context: this is every decision's path.
 	timer := time.NewTimer(s.opts.Timeout)
 	defer timer.Stop()
-	for _, c := range calls {
+	for i, c := range calls {
+		if lanes != nil {
+			l = lanes[i]
+		}
 		select {
 		case l.batches <- c:
 		case <-timer.C:

@@ -87,8 +87,8 @@ func (s *Store) DecideBatch(ctx context.Context, reqs []limiter.Request, mode li
 		groups = append(groups, calls)
 	}
 
-	if mf, ok := s.clusterInGo(mode); ok {
-		if err := s.decideClusterBatch(ctx, mf, entryCalls, groups); err != nil {
+	if s.clusterInGo() {
+		if err := s.decideInLanes(ctx, entryCalls, groups); err != nil {
 			inFlight = true
 			return nil, err
 		}

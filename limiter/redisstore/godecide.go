@@ -137,10 +137,9 @@ type decidedInGo struct {
 	writeNative bool
 	node        string
 	native      []nativeKey
-	// cluster: the run is a cluster master's lane's, and what commit.lua
-	// writes goes in slotWrites, one run a component (slotwrite.go).
-	cluster    bool
-	slotWrites []slotWrite
+	// cluster: the run is on a cluster master, and what commit.lua would
+	// write goes to commit_node.lua (masterwrite.go).
+	cluster bool
 }
 
 // roundTrip makes one round trip off a cluster, on the store's one lane
@@ -186,11 +185,8 @@ func (l *lane) roundTrip(held *decidedInGo, calls []*call, perComponent bool) *d
 	var mg *redis.SliceCmd
 	var gets []*redis.StringCmd
 	_, perr := l.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		if held != nil && len(held.names) > 0 {
-			ec = s.evalShaIn(ctx, pipe, commitScript.Hash(), held.names, held.args...)
-		}
 		if held != nil {
-			queueSlotCommits(ctx, pipe, held)
+			ec = queueCommit(ctx, pipe, held)
 			queueNative(ctx, pipe, held, l.cluster)
 		}
 		if next != nil {
@@ -350,10 +346,7 @@ func (s *Store) decideInGo(run *decidedInGo, serverNow int64) bool {
 	if len(run.names) > 0 && run.writeNative {
 		planNative(run)
 	}
-	if len(run.names) > 0 && run.cluster {
-		splitSlots(run)
-	}
-	return len(run.names) > 0 || len(run.native) > 0 || len(run.slotWrites) > 0
+	return len(run.names) > 0 || len(run.native) > 0
 }
 
 // componentsOf numbers the components of calls: two calls that read a
@@ -400,47 +393,19 @@ func componentsOf(calls []*call, b *readBatch) (byCall, byKey []int32, packed []
 	return byCall, byKey, packed
 }
 
-// finishWrite takes the write's answer for held (ec: commit.lua's, nil
-// when every key was written natively): written, it answers the calls; a
-// key changed since the read, it decides again in the script the calls the
-// write refused (see refused, nativeAnswers); failed, it fails them.
+// finishWrite takes the write's answer for held (ec: commit.lua's or
+// commit_node.lua's, nil when every key was written natively): written,
+// it answers the calls; a key changed since the read, it decides again in
+// the script the calls the write refused (see refused, nativeAnswers); a
+// cluster master that ran nothing of it (a key's slot moved), the same;
+// failed, it fails them.
 func (s *Store) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
-	var again []*call
-	if ec != nil {
-		err := answered(ec, ec.Val() != nil, perr)
-		switch ec.Val().(type) {
-		case int64, []any: // by key, or by component
-			// Answered: a failure later in the pipeline may have stamped its
-			// error on every command, this one included.
-			err = nil
-		}
-		if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
-			// The script cache was emptied (a restart, SCRIPT FLUSH, a new
-			// master): nothing was written. Run loads it again.
-			ec = s.evalScript(held.ctx, lua.Commit, held.names, held.args...)
-			err = answered(ec, ec.Val() != nil, nil)
-		}
-		if err != nil && len(held.native) == 0 {
-			held.fail(err)
-			return
-		}
-		if err != nil {
-			// Only the calls of the script's components: the native
-			// writes have answers of their own.
-			native := inNative(held)
-			for i, c := range held.calls {
-				if !native[i] && c.err == nil {
-					c.err = err
-				}
-			}
-		} else {
-			again = s.refused(held, ec)
-		}
+	again, redo := s.commitAnswer(held, ec, perr)
+	if held.b == nil {
+		return // failed whole, and finished
 	}
-	changed, redo := s.nativeAnswers(held, perr)
-	again = append(again, changed...)
-	changed, redoSlots := s.slotAnswers(held, perr)
-	again, redo = append(again, changed...), append(redo, redoSlots...)
+	changed, redoNative := s.nativeAnswers(held, perr)
+	again, redo = append(again, changed...), append(redo, redoNative...)
 	if len(again) > 0 {
 		s.conflicts.Add(1)
 	}
@@ -455,6 +420,54 @@ func (s *Store) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
 		}
 	}
 	held.done()
+}
+
+// commitAnswer reads the answer of held's commit run (ec; nil when it had
+// none): the calls it refused (again), those a cluster master did not run
+// (redo). A failure fails the calls it carried; when it carried them all,
+// held is finished (held.b is nil after).
+func (s *Store) commitAnswer(held *decidedInGo, ec *redis.Cmd, perr error) (again, redo []*call) {
+	if ec == nil {
+		return nil, nil
+	}
+	err := answered(ec, ec.Val() != nil, perr)
+	switch ec.Val().(type) {
+	case int64, []any: // by key, or by component
+		// Answered: a failure later in the pipeline may have stamped its
+		// error on every command, this one included.
+		err = nil
+	}
+	if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
+		// The script cache was emptied (a restart, SCRIPT FLUSH, a new
+		// master): nothing was written. Run loads it again.
+		src, _, keys, args := held.commitRun()
+		ec = s.evalScript(held.ctx, src, keys, args...)
+		err = answered(ec, ec.Val() != nil, nil)
+	}
+	if err == nil {
+		return s.refused(held, ec), nil
+	}
+	native := inNative(held)
+	if held.cluster && notOnThisMaster(err) {
+		for i, c := range held.calls {
+			if native == nil || !native[i] {
+				redo = append(redo, c)
+			}
+		}
+		return nil, redo
+	}
+	if native == nil {
+		held.fail(err)
+		return nil, nil
+	}
+	// Only the calls of the script's components: the native writes have
+	// answers of their own.
+	for i, c := range held.calls {
+		if !native[i] && c.err == nil {
+			c.err = err
+		}
+	}
+	return nil, nil
 }
 
 // refused returns the calls whose write commit.lua refused, a key of

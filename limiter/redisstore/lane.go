@@ -37,11 +37,14 @@ type lane struct {
 	// taking a batch to sending its last write): with none, the lane is
 	// idle.
 	busy atomic.Int32
+	// max is the most calls a batch of the lane takes (MaxBatch).
+	max int
 }
 
 // newLane makes a lane and starts its loops; Close stops them.
 func (s *Store) newLane(client pipeliner, node string, cluster bool) *lane {
-	l := &lane{s: s, client: client, node: node, cluster: cluster, batches: make(chan *call, 4*s.opts.MaxBatch)}
+	l := &lane{s: s, client: client, node: node, cluster: cluster, batches: make(chan *call, 4*s.opts.MaxBatch), max: s.opts.MaxBatch}
+
 	loops := s.opts.InFlight
 	if cluster {
 		loops = s.opts.MasterInFlight

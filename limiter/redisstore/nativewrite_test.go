@@ -107,9 +107,12 @@ func (w *writeCounter) pipelineHook(node string, next redis.ProcessPipelineHook)
 			case isNativeWrite(c):
 				n["set "+c.Args()[3].(string)]++
 			case c.Name() == "evalsha":
-				if sha, _ := c.Args()[1].(string); sha == commitScript.Hash() {
+				switch sha, _ := c.Args()[1].(string); sha {
+				case commitScript.Hash():
 					n["commit"]++
-				} else {
+				case commitNodeScript.Hash():
+					n["commit node"]++
+				default:
 					n["freqcap"]++
 				}
 			}
