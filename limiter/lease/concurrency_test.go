@@ -10,57 +10,70 @@ import (
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
-// slow holds every decision until release is closed.
+// slow holds every decision until release is closed, or its context ends
+// (as the Redis store's timeout would); entered says a decision came in.
 type slow struct {
 	*counting
-	release chan struct{}
+	release, entered chan struct{}
+	once             sync.Once
 }
 
 func (s *slow) Decide(ctx context.Context, req *limiter.Request) (*limiter.Decision, error) {
-	<-s.release
-	return s.counting.Decide(ctx, req)
+	s.once.Do(func() { close(s.entered) })
+	select {
+	case <-s.release:
+		return s.counting.Decide(ctx, req)
+	case <-ctx.Done():
+		return nil, limiter.ErrTimeout
+	}
 }
 
 // Many requests that find no units in hand at once take one block: one
 // acquisition is in flight a key, the others wait for it and take their
-// units from it; a request whose context ends while it waits fails with
-// ErrTimeout, and so goes to on_error.
+// units from it. A request whose context ends fails with ErrTimeout (and
+// so goes to on_error), whether it waited or was taking the block itself;
+// in that case another waiting request takes it.
 func TestOneAcquisitionInFlightAKey(t *testing.T) {
 	c := newClock(t0)
-	inner := &slow{counting: memInner(t, c), release: make(chan struct{})}
+	inner := &slow{counting: memInner(t, c), release: make(chan struct{}), entered: make(chan struct{})}
 	g := gateway(t, inner, c, time.Minute)
 	rule := coupons(1000)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	impatient := make(chan error, 1)
-	go func() {
-		_, err := g.Decide(ctx, req(check(rule, "c")))
-		impatient <- err
-	}()
-	var wg sync.WaitGroup
-	admitted := make(chan bool, 50)
-	for range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d, err := g.Decide(context.Background(), req(check(rule, "c")))
-			admitted <- err == nil && d.Allowed
-		}()
+	decide := func(ctx context.Context, answer chan<- error) {
+		d, err := g.Decide(ctx, req(check(rule, "c")))
+		if err == nil && !d.Allowed {
+			err = errors.New("denied")
+		}
+		answer <- err
 	}
-	time.Sleep(50 * time.Millisecond) // let them all queue behind the first
-	cancel()
-	if err := <-impatient; err != nil && !errors.Is(err, limiter.ErrTimeout) {
-		t.Errorf("a request whose context ended while waiting: %v; want ErrTimeout", err)
+
+	acquirerCtx, cancelAcquirer := context.WithCancel(context.Background())
+	acquirer := make(chan error, 1)
+	go decide(acquirerCtx, acquirer)
+	<-inner.entered // it is taking the block
+
+	patient := make(chan error, 50)
+	for range 50 {
+		go decide(context.Background(), patient)
+	}
+	waiterCtx, cancelWaiter := context.WithCancel(context.Background())
+	waiter := make(chan error, 1)
+	go decide(waiterCtx, waiter)
+	time.Sleep(50 * time.Millisecond) // let them queue behind the acquirer
+	cancelWaiter()
+	if err := <-waiter; !errors.Is(err, limiter.ErrTimeout) {
+		t.Errorf("a waiting request whose context ended: %v; want ErrTimeout", err)
+	}
+	cancelAcquirer()
+	if err := <-acquirer; !errors.Is(err, limiter.ErrTimeout) {
+		t.Errorf("the acquiring request whose context ended: %v; want ErrTimeout", err)
 	}
 	close(inner.release)
-	wg.Wait()
-	close(admitted)
-	for ok := range admitted {
-		if !ok {
-			t.Fatal("a request was not admitted")
+	for range 50 {
+		if err := <-patient; err != nil {
+			t.Fatalf("a waiting request: %v", err)
 		}
 	}
 	if n := inner.decides.Load(); n != 1 {
-		t.Errorf("%d store decisions for 50 concurrent requests; want 1 block", n)
+		t.Errorf("%d store decisions for 50 waiting requests; want 1 block", n)
 	}
 }
