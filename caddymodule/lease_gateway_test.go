@@ -3,6 +3,7 @@ package caddymodule_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/freqcap/caddy-freqcap/internal/redistest"
@@ -69,5 +70,36 @@ func TestLeasedBudgetThroughCaddy(t *testing.T) {
 	expectStatus(t, send("eve"), http.StatusOK)
 	if u := usageOf(t, "unleased", "campaign=spring"); u["coupons"].Used != 5 {
 		t.Errorf("Redis counts %d coupons; want 5", u["coupons"].Used)
+	}
+}
+
+// The admin API's records answer reads through the lease store: a leased
+// budget's log is listed, its block one record.
+func TestLeasedBudgetRecordsThroughCaddy(t *testing.T) {
+	srv := redistest.Start(t)
+	up := startUpstream(t)
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap /send {
+		name leased_records
+		redis {
+			address %s
+			timeout 2s
+		}
+		key_prefix %s
+		on_error local
+		dimension campaign {json.campaign}
+		rule coupons {
+			by       campaign
+			limit    233300
+			calendar day
+			lease    100
+		}
+	}
+	reverse_proxy %s`, srv.Addr, testPrefix(), up.addr()))
+	expectStatus(t, g.send("/send", map[string]any{"campaign": "spring"}), http.StatusOK)
+	a := adminDo(t, http.MethodGet, "/frequency_cap/leased_records/records?campaign=spring")
+	expectStatus(t, a, http.StatusOK)
+	if !strings.Contains(string(a.body), `"records":1`) {
+		t.Errorf("records answer %s; want the block's one record", a.body)
 	}
 }

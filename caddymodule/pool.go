@@ -117,16 +117,18 @@ func (h *Handler) acquireStore(cfg *redisstore.Config) error {
 }
 
 // acquireLeases puts the lease store of the Redis store under key in
-// front of it (the local store of on_error local goes in front of both:
-// blocks in hand keep admitting while Redis fails, and a block that cannot
-// be taken is decided locally). It is pooled beside the Redis store, for
-// every handler of that store with a leased rule: a reload keeps the
-// blocks in hand, and a rule changed by it takes blocks of its own (the
-// lease state is per rule), the old ones given back at their term's end.
+// front of it; the local store of on_error local goes in front of both,
+// so blocks in hand keep admitting while Redis fails and a block that
+// cannot be taken is decided locally. The lease store is pooled beside
+// the Redis store (which it leaves open on Close: that has its own
+// entry), for every handler of that store with a leased rule: a reload
+// keeps the blocks in hand, and a rule changed by it takes blocks of its
+// own (the lease state is per rule), the old ones given back at their
+// term's end.
 func (h *Handler) acquireLeases(key string) error {
 	inner := h.store
 	v, _, err := stores.LoadOrNew(leasesKey(key), func() (caddy.Destructor, error) {
-		return &pooledStore{store: lease.New(sharedStore{inner}, lease.Options{})}, nil
+		return &pooledStore{store: lease.New(inner, lease.Options{KeepInnerOpen: true})}, nil
 	})
 	if err != nil {
 		return err
@@ -137,12 +139,6 @@ func (h *Handler) acquireLeases(key string) error {
 
 // leasesKey names the lease store of the store under key.
 func leasesKey(key string) string { return "lease|" + key }
-
-// sharedStore is a pooled store seen from a store in front of it, whose
-// Close leaves it to its own pool entry.
-type sharedStore struct{ limiter.Store }
-
-func (sharedStore) Close() error { return nil }
 
 // releaseStore gives the store back, once; harmless when none was taken.
 func (h *Handler) releaseStore() error {

@@ -329,3 +329,25 @@ func TestSpentBudgetCostsOneStoreCallARequest(t *testing.T) {
 		t.Errorf("%d store decisions for 5 requests with the budget free; want 1 block", n)
 	}
 }
+
+// Support reads through a lease store, behind a Fallback as caddymodule
+// composes them: the logs held under a value, and the sends a rule
+// counts (a block shows as one send of its units).
+func TestSupportReadsThroughTheLease(t *testing.T) {
+	c := newClock(t0)
+	inner := memInner(t, c)
+	g := New(inner.Store, Options{Now: c.Now, Term: time.Minute, Sweep: -1})
+	local := memstore.New(memstore.Options{Now: c.Now, SweepInterval: -1})
+	f := limiter.NewFallback(g, local, 1)
+	t.Cleanup(func() { f.Close() })
+	rule := coupons(100)
+	mustDecide(t, f, req(check(rule, "c")))
+	held, err := f.Held(context.Background(), "campaign", "c", time.Time{})
+	if err != nil || len(held) != 1 || held[0].Records != 1 {
+		t.Errorf("held: %+v %v; want the block's one record", held, err)
+	}
+	sends, err := f.History(context.Background(), req(check(rule, "c")))
+	if err != nil || len(sends) != 1 {
+		t.Fatalf("history: %+v %v", sends, err)
+	}
+}

@@ -52,18 +52,13 @@ func storeKinds(t *testing.T, f func(t *testing.T, newInner func(now func() time
 }
 
 // gateway is a lease store on inner with the test's clock and no sweep of
-// its own; its inner store stays open when it closes.
+// its own; its inner store stays open when it closes, for gateways that
+// share one.
 func gateway(t *testing.T, inner limiter.Store, c *clock, term time.Duration) *Store {
-	s := New(keepOpen{inner}, Options{Now: c.Now, Term: term, Sweep: -1})
+	s := New(inner, Options{Now: c.Now, Term: term, Sweep: -1, KeepInnerOpen: true})
 	t.Cleanup(func() { s.Close() })
 	return s
 }
-
-// keepOpen is a store whose Close leaves the store it wraps open, for
-// gateways that share one.
-type keepOpen struct{ limiter.Store }
-
-func (keepOpen) Close() error { return nil }
 
 // counting counts the calls that reach a store.
 type counting struct {

@@ -31,6 +31,10 @@ type Options struct {
 	// GiveBackTimeout bounds the give-backs of one sweep and of Close.
 	// Default 2 seconds.
 	GiveBackTimeout time.Duration
+	// KeepInnerOpen makes Close leave the inner store open, for one that
+	// others share (caddymodule's pooled Redis store). Default false:
+	// Close closes it.
+	KeepInnerOpen bool
 }
 
 // Store wraps an inner store (in practice the Redis store) and serves the
@@ -68,8 +72,10 @@ type Store struct {
 // ErrClosed is returned by a Store used after Close.
 var ErrClosed = fmt.Errorf("%w: lease store closed", limiter.ErrStore)
 
-// New returns a store that leases the budgets of leased rules from inner.
-// Close gives back every lease in hand, then closes inner.
+// New returns a store that leases the budgets of leased rules from inner,
+// whose admission ids must be record ids (limiter/memstore's and
+// limiter/redisstore's are). Close gives back every lease in hand, then
+// closes inner (see KeepInnerOpen).
 func New(inner limiter.Store, opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -197,7 +203,7 @@ func (s *Store) Reset(ctx context.Context, req *limiter.Request) error {
 }
 
 // Close implements limiter.Store: it stops the sweep, gives back every
-// lease in hand, and closes the inner store.
+// lease in hand, and closes the inner store unless KeepInnerOpen.
 func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
@@ -214,7 +220,9 @@ func (s *Store) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.GiveBackTimeout)
 		s.giveBackAll(ctx, held)
 		cancel()
-		err = s.inner.Close()
+		if !s.opts.KeepInnerOpen {
+			err = s.inner.Close()
+		}
 	})
 	return err
 }
