@@ -30,9 +30,10 @@
 //     hundredth longer, W+E with E = W/100, and a term is at most E. Take
 //     any window (x-W, x] and, of the blocks and records whose sends fall
 //     in it, the one the store decided last, at D* <= x. Every other one was
-//     in the log by then, recorded at some D >= s-E > x-W-E >= D*-W-E, so
-//     the last decision counted it; the store admitted it only with the
-//     sum within the limit. The records are kept that long too (a log's
+//     in the log by then, recorded at or after its decision's time D, where
+//     D > s-E > x-W-E >= D*-W-E for each of its sends s, so the last
+//     decision counted it; the store admitted it only with the sum within
+//     the limit. The records are kept that long too (a log's
 //     retention follows its longest window).
 //
 // Refunds take back only what was not spent, so no record ever covers
@@ -58,9 +59,13 @@
 // (Check.Limit) and no Sub, and no other check of the request reads the
 // same log. Any other request that has a leased check is decided whole on
 // the inner store, with the leased rules' windows counted as above: exact,
-// at a store round trip. Usage is answered by the inner store with the
-// rules as they are: units leased and not spent count as used until they
-// are given back.
+// at a store round trip. So is a request when the store would not lease
+// its cost (its last answer said less remains, or it denied the block):
+// the answer, a denial usually, is then the store's, with its exact retry
+// time. Usage is answered by the inner store with the rules as they are:
+// units leased and not spent count as used until they are given back.
+// Reset forgets in the inner store and drops this gateway's leases on the
+// logs it forgot.
 //
 // # Admission ids
 //
