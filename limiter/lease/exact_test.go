@@ -169,3 +169,34 @@ func TestLeasedCalendarDayIsNeverOverAdmitted(t *testing.T) {
 		t.Logf("admitted %d before midnight and %d after, of %d a day", before, after, budget.Limit)
 	})
 }
+
+// A block taken at D and spent at the end of its term, D+term, covers
+// those sends until D+term+W: a gateway deciding at D+W, when the block's
+// record would have left an unextended window, still counts it. (Without
+// the window's margin, the second gateway would admit 2,000 here, and
+// the minute ending then would hold 2,999.)
+func TestRollingBlockCoversItsLastSend(t *testing.T) {
+	storeKinds(t, func(t *testing.T, newInner func(func() time.Time) limiter.Store) {
+		c := newClock(t0)
+		inner := newInner(c.Now)
+		rule := &limiter.Rule{Name: "budget_minute", By: []string{"campaign"}, Limit: 2000, Window: limiter.Window{Duration: time.Minute}, Lease: 1000}
+		a, b := gateway(t, inner, c, time.Hour), gateway(t, inner, c, time.Hour)
+		mustDecide(t, a, req(check(rule, "c")))
+		c.Add(599 * time.Millisecond) // the term is 600 ms: a hundredth of the minute
+		for i := range 999 {
+			if d := mustDecide(t, a, req(check(rule, "c"))); !d.Allowed {
+				t.Fatalf("send %d of the block denied", i+2)
+			}
+		}
+		c.Set(t0.Add(time.Minute))
+		admitted := 0
+		for range 2000 {
+			if d := mustDecide(t, b, req(check(rule, "c"))); d.Allowed {
+				admitted++
+			}
+		}
+		if admitted > 1001 {
+			t.Errorf("the second gateway admitted %d; the minute ending now holds 999 of the first's, so at most 1001", admitted)
+		}
+	})
+}
