@@ -138,9 +138,7 @@ func (p *pathLog) unanswered(node string) (redisstore.WritePath, bool) {
 }
 
 // logWritePaths asks every node of the pooled store which write it takes
-// and logs the answers, one line a node, with the cap set's fields. On a
-// cluster single sends are always one script run; the path is that of
-// batch sends under batch drop.
+// and logs the answers, one line a node, with the cap set's fields.
 func logWritePaths(ctx context.Context, logger *zap.Logger, p *pooledStore, cluster bool, fields []zap.Field) {
 	s, ok := p.store.(*redisstore.Store)
 	if !ok {
@@ -158,7 +156,7 @@ func logWritePaths(ctx context.Context, logger *zap.Logger, p *pooledStore, clus
 		}
 		more := []zap.Field{zap.String("node", n.Node), zap.String("path", string(path)), zap.String("reason", reason)}
 		if cluster {
-			more = append(more, zap.String("applies_to", "batch sends under batch drop; single sends on a cluster are one script run"))
+			more = append(more, zap.String("applies_to", "decisions whose keys share a hash tag; those over several tags are reserved in the script"))
 		}
 		logger.Info("frequency cap store write path", append(append([]zap.Field{}, fields...), more...)...)
 	}

@@ -317,10 +317,9 @@ func (s *Store) nativeStandalone() bool {
 
 // WritePaths returns the write path of every node this store has written
 // to or been asked about (DetectWritePaths), by address: which write the
-// decisions made in Go use there. On a cluster, single sends are always
-// decided in the script (one round trip); the path is that of batch sends
-// under BatchEach. A node is asked again every minute, so an upgrade in
-// place shows within one.
+// decisions made in Go use there (on a cluster, those whose keys share a
+// hash tag). A node is asked again every minute, so an upgrade in place
+// shows within one.
 func (s *Store) WritePaths() []NodeWritePath { return s.caps.list() }
 
 // DetectWritePaths asks every node now (off a cluster the one, on a

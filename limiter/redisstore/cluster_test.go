@@ -28,6 +28,7 @@ func TestCluster(t *testing.T) {
 	t.Run("cross-shard budget under concurrency", func(t *testing.T) { testClusterCrossShard(t, c) })
 	t.Run("wrapped client", func(t *testing.T) { testClusterWrapped(t, c) })
 	t.Run("batches", func(t *testing.T) { testClusterBatches(t, c) })
+	t.Run("a master's write stops at a key elsewhere", func(t *testing.T) { testCommitNodeStopsAtAKeyElsewhere(t, c) })
 	t.Run("what is held about a recipient", func(t *testing.T) { testClusterHeld(t, c) })
 	t.Run("failover while deciding", func(t *testing.T) { testClusterFailover(t, c, "") })
 	t.Run("forced failover while deciding", func(t *testing.T) { testClusterFailover(t, c, "FORCE") })

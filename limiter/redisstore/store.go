@@ -12,21 +12,22 @@ import (
 	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog"
 )
 
-// Store is the shared store: decisions run lua/freqcap.lua (EVALSHA, EVAL on
-// NOSCRIPT) on the Redis server's clock.
+// Store is the shared store: record logs in Redis, decided in Go between a
+// read and a compare-and-set write, or in lua/freqcap.lua, on the Redis
+// server's clock.
 //
-// On a standalone server or Sentinel all keys of a request form one group:
-// one script run, atomic. Concurrent decisions are batched: a decision that
-// finds the store idle goes at once, and those that arrive while a run is in
-// flight ride together in the next one, so under load one run (and one
-// round trip) serves many decisions, and at low load nothing waits (see
-// batcher.go).
+// Concurrent decisions are batched on a lane (lane.go, batcher.go): off a
+// cluster the one lane, on a cluster one lane a master, which a decision
+// whose keys share one hash tag joins. A decision that finds its lane
+// idle goes at once; those that arrive while a batch is in flight ride
+// together in the next one, so under load one round trip serves many
+// decisions, and at low load nothing waits.
 //
-// On a cluster, a request's keys are grouped by hash tag, one script run per
-// group. Groups on different tags are each reserved (decided and recorded)
-// in parallel; if any denies or fails, every reservation made is refunded,
-// so no rule is ever over-admitted and a denial leaves nothing behind (see
-// cluster.go).
+// On a cluster, a decision whose keys span hash tags (a campaign budget
+// beside the recipient's caps) is split by tag, one script run per tag,
+// each reserved (decided and recorded) in parallel; if any denies or
+// fails, every reservation made is refunded, so no rule is ever
+// over-admitted and a denial leaves nothing behind (see cluster.go).
 //
 // The zero value is not usable; call New. A Store is safe for concurrent
 // use, also by several gateways sharing one Redis.
