@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/lease"
 )
 
 // design is one way of deciding the data set.
@@ -26,6 +27,9 @@ type design struct {
 	// campaign and coupon add the campaign or the coupon budget to the
 	// seed config.
 	campaign, coupon bool
+	// lease decides through a lease store (limiter/lease) over the Redis
+	// store, the coupon budget leased in blocks of -lease units.
+	lease bool
 }
 
 // designs are every design, in the order the default -designs runs them:
@@ -34,7 +38,8 @@ var designs = []design{
 	{name: "standalone"},
 	{name: "seed", onCluster: true, ref: "standalone"},
 	{name: "seed+campaign", onCluster: true, ref: "standalone", campaign: true},
-	{name: "seed+coupon", onCluster: true, ref: "standalone", coupon: true},
+	{name: "seed+coupon", onCluster: true, ref: "standalone", coupon: true, lease: true},
+	{name: "seed+coupon-unleased", onCluster: true, ref: "standalone", coupon: true},
 	{name: "standalone-batch", batch: true, mode: limiter.BatchAll},
 	{name: "batch-all", onCluster: true, ref: "standalone-batch", batch: true, mode: limiter.BatchAll},
 	{name: "standalone-batch-each", batch: true, mode: limiter.BatchEach},
@@ -133,9 +138,11 @@ type rules struct {
 	seed     []*limiter.Rule
 	campaign *limiter.Rule
 	coupon   *limiter.Rule
+	// leased is coupon with Lease set.
+	leased *limiter.Rule
 }
 
-func newRules(couponLimit int64) (*rules, error) {
+func newRules(couponLimit, block int64) (*rules, error) {
 	rs := &rules{
 		seed: []*limiter.Rule{
 			{Name: "recipient_minute", By: []string{"recipient"}, Limit: 15, Window: limiter.Window{Duration: time.Minute}},
@@ -147,10 +154,16 @@ func newRules(couponLimit int64) (*rules, error) {
 		// A calendar day in UTC (a nil Zone), as the seeds write it.
 		coupon: &limiter.Rule{Name: "coupon_day", By: []string{"coupon"}, Limit: couponLimit, Window: limiter.Window{Unit: limiter.Day}},
 	}
+	leased := *rs.coupon
+	leased.Lease = block
+	rs.leased = &leased
 	for _, r := range append(rs.seed, rs.campaign, rs.coupon) {
 		if err := r.Validate(); err != nil {
 			return nil, err
 		}
+	}
+	if err := lease.CheckRules(append(rs.seed, rs.leased)); err != nil {
+		return nil, fmt.Errorf("-lease: %w", err)
 	}
 	return rs, nil
 }
@@ -170,7 +183,11 @@ func (rs *rules) request(s send, d *design) limiter.Request {
 		r.Checks = append(r.Checks, limiter.Check{Rule: rs.campaign, Cost: 1, Values: []string{"camp" + strconv.Itoa(s.recipient%10)}})
 	}
 	if d.coupon {
-		r.Checks = append(r.Checks, limiter.Check{Rule: rs.coupon, Cost: 1, Values: []string{couponCode}})
+		rule := rs.coupon
+		if d.lease {
+			rule = rs.leased
+		}
+		r.Checks = append(r.Checks, limiter.Check{Rule: rule, Cost: 1, Values: []string{couponCode}})
 	}
 	return r
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // config is the flags, checked: nothing is started before all of them are.
@@ -19,11 +20,13 @@ type config struct {
 	runs        int
 	batch       int
 	couponLimit int64
-	designs     []*design
-	added       []string // references run without being named
-	core        string
-	server      string // a path
-	rules       *rules
+	// leaseTerm is a block's longest term (lease.Options.Term).
+	leaseTerm time.Duration
+	designs   []*design
+	added     []string // references run without being named
+	core      string
+	server    string // a path
+	rules     *rules
 }
 
 // maxMasters bounds -masters: every master is a process on this machine.
@@ -41,6 +44,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	runs := fs.Int("runs", 3, "runs of each design, alternated; medians are reported")
 	batch := fs.Int("batch", 50, "entries in a batch send (batch-all, batch-each and their standalone references)")
 	couponLimit := fs.Int64("coupon-limit", 233_300, "seed+coupon: the coupon budget a calendar day, shared by every recipient")
+	leaseBlock := fs.Int64("lease", 1000, "seed+coupon: the units of the coupon budget a block leases (the rule's lease)")
+	leaseTerm := fs.Duration("lease-term", 24*time.Hour, "seed+coupon: the longest a block is spent for, on the data set's clock (see the package doc)")
 	designList := fs.String("designs", designNames(), "designs, comma-separated: "+designNames())
 	core := fs.String("redis-core", "0", "CPU list to pin every redis-server to (taskset -c); empty: no pinning")
 	server := fs.String("server", envOr("FREQCAP_REDIS_SERVER", "redis-server"), "the server binary (redis-server or valkey-server)")
@@ -50,7 +55,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q: every setting is a flag", fs.Args())
 	}
-	cfg := &config{recipients: *recipients, callers: *callers, runs: *runs, batch: *batch, couponLimit: *couponLimit, core: *core}
+	cfg := &config{recipients: *recipients, callers: *callers, runs: *runs, batch: *batch, couponLimit: *couponLimit, core: *core, leaseTerm: *leaseTerm}
+	if *leaseTerm <= 0 {
+		return nil, fmt.Errorf("-lease-term: %s: must be positive", *leaseTerm)
+	}
 	var err error
 	if cfg.masters, err = parseMasters(*masters); err != nil {
 		return nil, err
@@ -58,7 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	for _, c := range []struct {
 		name string
 		v    int64
-	}{{"recipients", int64(*recipients)}, {"callers", int64(*callers)}, {"runs", int64(*runs)}, {"batch", int64(*batch)}, {"coupon-limit", *couponLimit}} {
+	}{{"recipients", int64(*recipients)}, {"callers", int64(*callers)}, {"runs", int64(*runs)}, {"batch", int64(*batch)}, {"coupon-limit", *couponLimit}, {"lease", *leaseBlock}} {
 		if c.v < 1 {
 			return nil, fmt.Errorf("-%s %d: must be at least 1", c.name, c.v)
 		}
@@ -66,8 +74,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if cfg.designs, cfg.added, err = chooseDesigns(*designList); err != nil {
 		return nil, err
 	}
-	if cfg.rules, err = newRules(cfg.couponLimit); err != nil {
-		return nil, fmt.Errorf("-coupon-limit: %w", err)
+	if cfg.rules, err = newRules(cfg.couponLimit, *leaseBlock); err != nil {
+		return nil, fmt.Errorf("-coupon-limit, -lease: %w", err)
 	}
 	if cfg.server, err = exec.LookPath(*server); err != nil {
 		return nil, fmt.Errorf("-server %q: %w", *server, err)

@@ -12,8 +12,9 @@
 //	                       sends, as the store decides there (in Go,
 //	                       batched): the reference of seed, seed+campaign
 //	                       and seed+coupon
-//	seed                   the seed config, single sends: one script run on
-//	                       the recipient's master
+//	seed                   the seed config, single sends: decided on the
+//	                       recipient's master's lane, with the others
+//	                       waiting there
 //	seed+campaign          the seed config and a budget per campaign (10
 //	                       campaigns): a second run on the campaign's
 //	                       master, reserved and rolled back on a denial (a
@@ -21,10 +22,14 @@
 //	seed+coupon            the seed config and the seeds' coupon budget:
 //	                       rule coupon_day, by coupon, one value
 //	                       (coupon123456) so one key for every recipient,
-//	                       -coupon-limit a calendar day in UTC; a second run
-//	                       on that key's master for every decision. Its
-//	                       table also gives the share of the master that
-//	                       holds the key (found after the run)
+//	                       -coupon-limit a calendar day in UTC, leased in
+//	                       blocks of -lease units (limiter/lease): a block
+//	                       costs one run on that key's master, the sends it
+//	                       covers none. Its table also gives the share of
+//	                       the master that holds the key (found after the
+//	                       run)
+//	seed+coupon-unleased   the same without leasing: a second run on that
+//	                       key's master for every decision
 //	standalone-batch       batch sends of -batch entries under BatchAll
 //	                       (batch reject) on the standalone server: the
 //	                       reference of batch-all
@@ -63,6 +68,16 @@
 //	-runs 3                runs of each design, alternated; medians reported
 //	-batch 50              entries in a batch send
 //	-coupon-limit 233300   the coupon budget a calendar day
+//	-lease 1000            seed+coupon: the units of the coupon budget a
+//	                       block leases
+//	-lease-term 24h        seed+coupon: the longest a block is spent for.
+//	                       Terms are measured on the data set's clock, which
+//	                       replays a day in seconds: at its 20 sends a
+//	                       recipient a day, a real 5-minute term would cover
+//	                       a few hundred sends of the whole data set, where a
+//	                       gateway sending 4 a second or more spends a block
+//	                       of 1,000 within its term. 24h spends blocks whole,
+//	                       as such a gateway does
 //	-designs …             the designs above, comma-separated
 //	-redis-core 0          CPU list for taskset -c; empty: no pinning
 //	-server redis-server   the server binary (default $FREQCAP_REDIS_SERVER,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/lease"
 	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
@@ -46,8 +47,19 @@ func measure(ctx context.Context, c *cluster, d *design, data []send, cfg *confi
 		return result{}, err
 	}
 	defer client.Close()
-	s := redisstore.New(client, redisstore.Options{Prefix: keyPrefix, Timeout: 2 * time.Second})
-	defer s.Close()
+	rs := redisstore.New(client, redisstore.Options{Prefix: keyPrefix, Timeout: 2 * time.Second})
+	defer rs.Close()
+	var s limiter.Store = rs
+	// clock is the data set's time: the latest send handed out. A lease's
+	// term is measured on it, as the requests carry it (a day replays in
+	// seconds).
+	var clock atomic.Int64
+	var ls *lease.Store
+	if d.lease {
+		ls = lease.New(rs, lease.Options{KeepInnerOpen: true, Term: cfg.leaseTerm, Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+		defer ls.Close()
+		s = ls
+	}
 	step := 1
 	if d.batch {
 		step = cfg.batch
@@ -70,6 +82,12 @@ func measure(ctx context.Context, c *cluster, d *design, data []send, cfg *confi
 				i := int(next.Add(int64(step))) - step
 				if i >= len(data) {
 					return
+				}
+				for at := data[i].at.UnixMilli(); ; {
+					seen := clock.Load()
+					if seen >= at || clock.CompareAndSwap(seen, at) {
+						break
+					}
 				}
 				t0 := time.Now()
 				var err error
@@ -95,6 +113,11 @@ func measure(ctx context.Context, c *cluster, d *design, data []send, cfg *confi
 	}
 	wg.Wait()
 	wall := time.Since(start)
+	if ls != nil {
+		// Before the counts are read: it gives back the blocks it holds,
+		// part of what leasing costs.
+		ls.Close()
+	}
 	if ctx.Err() != nil {
 		return result{}, context.Cause(ctx)
 	}

@@ -45,11 +45,7 @@ type lane struct {
 func (s *Store) newLane(client pipeliner, node string, cluster bool) *lane {
 	l := &lane{s: s, client: client, node: node, cluster: cluster, batches: make(chan *call, 4*s.opts.MaxBatch), max: s.opts.MaxBatch}
 
-	loops := s.opts.InFlight
-	if cluster {
-		loops = s.opts.MasterInFlight
-	}
-	for i := 0; i < loops; i++ {
+	for i := 0; i < s.opts.InFlight; i++ {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()

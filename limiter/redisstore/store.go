@@ -81,19 +81,17 @@ type Options struct {
 	// cluster when it has ForEachMaster (as *redis.ClusterClient has), so
 	// a wrapper that hides that method must set Cluster.
 	Cluster bool
-	// InFlight is how many batches may be in flight at once (standalone
-	// and Sentinel; on a cluster see MasterInFlight). Default 4: a batch is a round trip and then Go work,
-	// and four keep both the gateway and Redis busy; fewer make bigger
-	// batches, and a lone decision never waits.
+	// InFlight is how many batches may be in flight at once to one
+	// server: off a cluster the one, on a cluster each master. Default 1:
+	// a server's round trips go one after another, and the decisions that
+	// arrive meanwhile ride together in the next, whose write travels with
+	// the following read. A round trip costs Redis more than the few keys
+	// a decision reads and writes, so fewer, fuller batches cost it less:
+	// with 32 callers, 4 in flight cost Valkey 8.1.1 about 30 % more CPU a
+	// decision than 1 (redisbench), and on a 3-master cluster 2 a master
+	// cost 1.5 times as much as 1 (clusterbench; see docs/performance.md).
+	// A lone decision never waits.
 	InFlight int
-	// MasterInFlight is how many batches may be in flight at once to each
-	// master of a cluster. Default 1: every master's round trips go one
-	// after another, so that concurrent decisions on it ride together (a
-	// round trip costs Redis more than the few keys a decision reads and
-	// writes: with 2 a master, 32 callers on 3 masters cost Redis 1.4
-	// times the CPU a decision of 1, see docs/performance.md). A batch's
-	// write rides with the next batch's read, as off a cluster.
-	MasterInFlight int
 	// MaxBatch is the most decisions in one batch. Default 64, at
 	// most 100: a run carries at most 255 rule specs.
 	MaxBatch int
@@ -105,14 +103,14 @@ type Options struct {
 	ScriptOnly bool
 	// GoBatchMin is the fewest decisions a batch decided in Go holds when
 	// its round trips would be its own: a smaller batch of decisions that
-	// finds the store idle (no other batch in a round trip, no write
+	// finds its lane idle (no other batch in a round trip, no write
 	// waiting) is decided in the script, in one round trip instead of two.
 	// Default 2: at low load a batch holds one decision, and one script run
 	// costs it less than a read and then a write; under load batches are
 	// bigger and their writes ride with the next reads, so they stay in Go.
 	// 1: no batch goes to the script for being small (hot keys, calls
-	// split by hash tag and ScriptOnly still do). With InFlight 1 "idle"
-	// only means that the one loop has no write to send.
+	// split by hash tag and ScriptOnly still do). With InFlight 1 (the
+	// default) "idle" means that the one loop has no write to send.
 	GoBatchMin int
 	// Now replaces the server's TIME when set. Default nil (TIME); for
 	// tests only: gateways share one clock only through TIME.
@@ -144,13 +142,10 @@ func New(client Client, opts Options) *Store {
 		opts.Timeout = DefaultTimeout
 	}
 	if opts.InFlight <= 0 {
-		opts.InFlight = 4
+		opts.InFlight = 1
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 64
-	}
-	if opts.MasterInFlight <= 0 {
-		opts.MasterInFlight = 1
 	}
 	if opts.GoBatchMin <= 0 {
 		opts.GoBatchMin = 2
