@@ -5,29 +5,41 @@
 --
 -- KEYS[k]  a log key: a string packing the sub-logs (one per dimension tuple
 --          and weight) of one first-dimension value, with struct.pack,
---          little-endian. Times are ms since the epoch. A sub-log is the
---          header "<sI3BI2I2I6": id (zero-terminated), retention in s,
---          flags (1: weighted, 2: has a floor), entry count n, tomb count,
---          the newest entry's time (0 when n is 0); then the n-1 gaps from
---          each entry to the next older one, newest first (I4, or I6 when
---          the retention exceeds 49 days); when weighted, the n costs,
---          newest first (I4, so at most MAX_COST: a bucket whose sum
---          would pass it takes no more, and the record starts an entry of
---          its own; else every cost is 1); then the tombs, the
---          times of refunded records (I6); then the floor, the newest time
---          a reset forgot (I6). Fixed widths let one C call unpack a whole
---          sub-log, and newest first lets a write prepend a record to the
---          old bytes and prune by cutting the tail. Every admission gets a
---          time later than any the sub-log has held (entries, tombs,
---          floor), so an admission id names one admission, ever.
---          Flags 4 to 128 are reserved for later layouts: a sub-log that
---          sets any is refused (CORRUPT), never misread as counts.
+--          little-endian. Times are ms since the epoch, every one exact.
+--          Format 3 (this script writes it): a sub-log is the header
+--          "<sI3BBBI6": id (zero-terminated), retention in s, shape,
+--          the entry count n's low byte, 240 + the gap width w (0 when
+--          n < 2, else the fewest bytes, 1 to 6, that hold the widest
+--          gap), the newest entry's time (0 when n is 0); then n's high
+--          byte when the shape has 32; then the tomb count (I2) when the
+--          shape has 16. Then the n-1 gaps from each entry to the next
+--          older one, newest first, w bytes each; when weighted (shape
+--          4), the n costs, newest first (I4, so at most MAX_COST: a
+--          bucket whose sum would pass it takes no more, and the record
+--          starts an entry of its own; else every cost is 1); then the
+--          tombs, the times of refunded records (I6); then, when the
+--          shape has 8, the floor, the newest time a reset forgot (I6).
+--          The shape always has 128 + 3, and 64 is reserved (CORRUPT).
+--          One width a sub-log lets one C call unpack its gaps, and newest
+--          first lets a write prepend a record to the old bytes and prune
+--          by cutting the tail. Every admission gets a time later than
+--          any the sub-log has held (entries, tombs, floor), so an
+--          admission id names one admission, ever.
+--          Formats 1 and 2 (read, never written): the header
+--          "<sI3BI2I2I6": id, retention in s, flags (1: weighted, 2: has
+--          a floor), n, tomb count, newest; gaps of 4 bytes (6 when the
+--          retention exceeds 49 days). A sub-log of either layout is told
+--          by the byte after the retention: 128 and above is format 3.
+--          So readers of formats 1 and 2 refuse format 3: format 2's
+--          script refuses flags above 3 (CORRUPT); format 1's reads the
+--          shape's 3 as weighted with a floor and a count of at least
+--          61,440 (the width byte's 240), and fails reading past the end
+--          of any value under 491,000 bytes.
 --          Format 2 (exempt marks): a sub-log whose id is "\1e" and then
 --          a log's id is that log's annex, not a log: its entries are the
 --          record times of the log's exempt records with their exempt
 --          units, merged per grain as the log's are. No rule's id starts
---          with "\1", so a format 1 reader counts alike and copies it as
---          a log it has no rule for (limiter/internal/recordlog/exempt.go).
+--          with "\1" (limiter/internal/recordlog/exempt.go).
 --
 -- ARGV[1]  op: OP_DECIDE decide and record, OP_DECIDE_ALL decide and
 --          record only if every decision of the run is admitted (the
@@ -67,7 +79,8 @@
 --   OP_REFUND: the number of sections whose record was given back.
 --   OP_RESET: the number of sub-logs forgotten.
 -- Errors:  CLOCK_SKEW .. " ..." when now is outside a rule's period starts;
---          CORRUPT .. " ..." for a sub-log of a later layout.
+--          CORRUPT .. " ..." for a sub-log of a later layout, or a shape
+--          or width this one does not write.
 
 local OP_DECIDE, OP_DECIDE_ALL, OP_PEEK, OP_REFUND, OP_RESET = 'd', 'a', 'p', 'r', 'x'
 local CLOCK_SKEW = 'CLOCKSKEW'
@@ -75,7 +88,7 @@ local CORRUPT = 'CORRUPT'
 local EXEMPT_ANNEX = '\1e' -- prefix of the id of a log's exempt marks
 local DECISION_EXEMPT = 1 -- the decisions' flag of an exempt one
 local KEY_SLACK = 60000 -- ms a key outlives its last record's retention
-local WIDE_RETENTION_S = 4294967 -- retention (s) above which gaps take 6 bytes
+local WIDE_RETENTION_S = 4294967 -- retention (s) above which format 1's gaps take 6 bytes
 local MAX_ENTRIES = 65535 -- entries or tombs a sub-log can hold (I2 counts)
 local MAX_COST = 4294967295 -- units an entry can hold (I4 costs); the gateway sends no larger cost
 

@@ -130,8 +130,8 @@ func main() {
 			if err != nil {
 				log.Panicf("%s: %v", name, err)
 			}
-			log.Printf("run %d %-18s %9.0f decisions/s  %6.1f µs Redis CPU/decision  %5.0f bytes/recipient  (%d admitted)  %6.2f µs client CPU/decision",
-				run+1, name, r.rate, r.cpuMicros, r.bytesPerRecipient, r.admitted, r.clientMicros)
+			log.Printf("run %d %-18s %9.0f decisions/s  %6.1f µs Redis CPU/decision  %5.0f bytes/recipient  (%d admitted)  %6.2f µs client CPU/decision  %5.1f client allocs/decision",
+				run+1, name, r.rate, r.cpuMicros, r.bytesPerRecipient, r.admitted, r.clientMicros, r.clientAllocs)
 			results[name] = append(results[name], r)
 			if strings.HasPrefix(name, "freqcap-batch") {
 				batchRate = r.rate
@@ -171,9 +171,10 @@ func makeData(recipients, sends, contents int) []send {
 
 type result struct {
 	rate, cpuMicros, bytesPerRecipient float64
-	// clientMicros is this process's CPU a decision (see clientcpu.go).
-	clientMicros float64
-	admitted     int64
+	// clientMicros is this process's CPU a decision (see clientcpu.go),
+	// clientAllocs its heap allocations a decision.
+	clientMicros, clientAllocs float64
+	admitted                   int64
 }
 
 func medians(rs []result) result {
@@ -390,9 +391,11 @@ func measureWith(design string, data []send, recipients, callers int, core, addr
 	// their simulated time (SET PX), so none expires before the end;
 	// zset4 moves its expiries past the run (zsetExpiryShift).
 	day := time.Now().Add(-24 * time.Hour).Truncate(time.Second)
+	mallocs := heapAllocs()
 	start, clientCPU := time.Now(), processCPU()
 	admitted, err := replay(ctx, data, day)
 	elapsed, clientCPU := time.Since(start), processCPU()-clientCPU
+	mallocs = heapAllocs() - mallocs
 	if err != nil {
 		return result{}, err
 	}
@@ -436,6 +439,7 @@ func measureWith(design string, data []send, recipients, callers int, core, addr
 		cpuMicros:         (cpu1 - cpu0) * 1e6 / n,
 		bytesPerRecipient: float64(mem1-mem0) / float64(recipients),
 		clientMicros:      float64(clientCPU.Microseconds()) / n,
+		clientAllocs:      float64(mallocs) / n,
 		admitted:          admitted,
 	}, nil
 }

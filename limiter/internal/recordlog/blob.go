@@ -172,10 +172,19 @@ func DecodeBlob(b []byte, k *KeyLogs) error {
 			l.Entries = append(l.Entries, make([]Entry, n)...)
 			t := newest
 			l.Entries[n-1] = Entry{T: t, C: 1}
-			for i := 1; i < n; i++ {
-				t -= getUint(b, gs)
-				b = b[gs:]
-				l.Entries[n-1-i] = Entry{T: t, C: 1}
+			switch gs {
+			case 3: // the width of most logs of minutes to hours
+				for i := 1; i < n; i++ {
+					t -= int64(b[0]) | int64(b[1])<<8 | int64(b[2])<<16
+					b = b[3:]
+					l.Entries[n-1-i] = Entry{T: t, C: 1}
+				}
+			default:
+				for i := 1; i < n; i++ {
+					t -= getUint(b, gs)
+					b = b[gs:]
+					l.Entries[n-1-i] = Entry{T: t, C: 1}
+				}
 			}
 			if weighted {
 				for i := 0; i < n; i++ {
@@ -255,8 +264,15 @@ func EncodeBlob(dst []byte, k *KeyLogs) ([]byte, error) {
 		if len(l.tombs) > 0 {
 			dst = binary.LittleEndian.AppendUint16(dst, uint16(len(l.tombs)))
 		}
-		for j := n - 1; j > 0; j-- {
-			dst = AppendUint(dst, uint64(l.Entries[j].T-l.Entries[j-1].T), gs)
+		if gs == 3 {
+			for j := n - 1; j > 0; j-- {
+				g := l.Entries[j].T - l.Entries[j-1].T
+				dst = append(dst, byte(g), byte(g>>8), byte(g>>16))
+			}
+		} else {
+			for j := n - 1; j > 0; j-- {
+				dst = AppendUint(dst, uint64(l.Entries[j].T-l.Entries[j-1].T), gs)
+			}
 		}
 		if shape&shapeWeighted != 0 {
 			for j := n - 1; j >= 0; j-- {

@@ -2,8 +2,7 @@ package recordlog
 
 import "bytes"
 
-// This file is format 2 of a key's value: format 1 (blob.go) plus exempt
-// marks, which say which records of a log were exempt sends (admitted past
+// This file is format 2 of a key's value: format 1 plus exempt marks, which say which records of a log were exempt sends (admitted past
 // their rules by `exempt`, and counted as any). Counting never reads them.
 //
 // The marks of the log with id S are a sub-log of their own, in format 1's
@@ -31,10 +30,12 @@ import "bytes"
 // than are left of them, never more than it holds. Counting is exact in
 // every case: it never reads a mark.
 //
-// Room for later formats: a sub-log header's flags bits 4 to 128 are
-// reserved. Readers of formats 1 and 2 refuse a value that sets any (the
-// Go decoder since format 1, freqcap.lua since format 2), so a later
-// layout marked by one is refused, never misread as counts.
+// Format 3 (blob.go) keeps the annexes and changes only the layout of a
+// sub-log, marked by flags bit 128, which readers of formats 1 and 2
+// refuse: a gateway of the older versions cannot read a value this one
+// has written, and answers an error rather than a count
+// (docs/operations.md has the upgrade). Room for later layouts: a format 3
+// shape's bit 64 is reserved, and refused by this version.
 
 // AnnexByte starts the id of a sub-log that is not a record log but an
 // annex of one; annexExempt follows for exempt marks.
