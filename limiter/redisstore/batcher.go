@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"runtime"
+	"sync"
 	"time"
 )
 
@@ -151,13 +152,26 @@ func (s *Store) do(ctx context.Context, calls []*call) error {
 	return s.queue(ctx, calls, l, nil)
 }
 
+// timers are stopped timers for queue.
+var timers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
 // queue queues each call in order on its lane (lanes[i], or every one on
 // l when lanes is nil), and waits until every call is answered, at most
 // the store's timeout or until ctx ends.
 func (s *Store) queue(ctx context.Context, calls []*call, l *lane, lanes []*lane) error {
-	// A timer rather than a context: this is every decision's path.
-	timer := time.NewTimer(s.opts.Timeout)
-	defer timer.Stop()
+	// A timer rather than a context: this is every decision's path, and
+	// a pooled one, reset (since Go 1.23 a stopped timer's channel holds
+	// nothing stale).
+	timer := timers.Get().(*time.Timer)
+	timer.Reset(s.opts.Timeout)
+	defer func() {
+		timer.Stop()
+		timers.Put(timer)
+	}()
 	for i, c := range calls {
 		if lanes != nil {
 			l = lanes[i]

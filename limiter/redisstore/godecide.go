@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -267,7 +268,10 @@ func (bk *batchKey) load(v any) {
 		return
 	}
 	bk.old, bk.exists = old, true
-	if err := recordlog.DecodeBlob([]byte(old), &bk.k); err != nil {
+	// Read in place: the value is never written to (its logs' ids point
+	// into it, and writes encode into a buffer of their own), and a copy
+	// would cost an allocation a key.
+	if err := recordlog.DecodeBlob(unsafe.Slice(unsafe.StringData(old), len(old)), &bk.k); err != nil {
 		// Only the decisions that read this key fail.
 		bk.err = fmt.Errorf("%w: %s: %v", limiter.ErrStore, bk.name, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"math/rand"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/freqcap/caddy-freqcap/limiter/internal/limitertest"
 	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog"
 	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog/recordlogv1"
-	"github.com/freqcap/caddy-freqcap/limiter/memstore"
 )
 
 // freqcapV1 is lua/freqcap.lua before exempt marks (commit 1a3f583):
@@ -25,178 +23,6 @@ import (
 //
 //go:embed testdata/freqcap_v1.lua
 var freqcapV1 string
-
-// TestMixedVersionsShareOneRedis is an upgrade in progress: gateways of
-// the older version (format 1: its script, and its Go codec deciding and
-// writing back as the Go path does) and of the newer (format 2: the store
-// deciding in Go, and in the script) decide, refund and reset in turn over
-// one Redis, at random, exempt sends among them. Every decision, refund
-// and count is the one a memory store of the newer version makes alone,
-// so counting stays exact across the upgrade; the timeline a newer gateway
-// reads marks exactly the exempt sends newer gateways made in the log
-// that keeps every send, and never more units than a bucket holds.
-func TestMixedVersionsShareOneRedis(t *testing.T) {
-	ctx := context.Background()
-	client := redistest.Client(t)
-	const prefix = "mixed:"
-	clock := &limitertest.FixedClock{T: time.Date(2026, 3, 9, 23, 58, 0, 0, time.UTC)}
-	newGo := New(client, Options{Prefix: prefix, Now: clock.Now, Timeout: 2 * time.Second, GoBatchMin: 1})
-	newScript := New(client, Options{Prefix: prefix, Now: clock.Now, Timeout: 2 * time.Second, ScriptOnly: true})
-	ref := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1})
-	t.Cleanup(func() { newGo.Close(); newScript.Close(); ref.Close() })
-	old := &oldGateway{c: client, script: redis.NewScript(freqcapV1)}
-
-	r10 := &limiter.Rule{Name: "r10", By: []string{"r"}, Limit: 5, Window: limiter.Window{Duration: 10 * time.Second}}
-	r60 := &limiter.Rule{Name: "r60", By: []string{"r"}, Limit: 12, Window: limiter.Window{Duration: time.Minute}}
-	day := &limiter.Rule{Name: "day", By: []string{"r"}, Limit: 30, Window: limiter.Window{Unit: limiter.Day}}
-	// Over 1,000: its log merges records into buckets.
-	budget := &limiter.Rule{Name: "budget", By: []string{"c"}, Limit: 3000, Window: limiter.Window{Duration: time.Hour}, Weight: "units"}
-	rules := []*limiter.Rule{r10, r60, day, budget}
-
-	type made struct {
-		redisID, refID string
-		exempt, byNew  bool
-	}
-	byTime := map[int64]made{} // the exact log's records, by time
-	var ids []made
-	rng := rand.New(rand.NewSource(7))
-	gateways := []string{"newer in Go", "newer in the script", "older script", "older Go"}
-	for i := 0; i < 400; i++ {
-		clock.T = clock.T.Add(time.Duration(rng.Intn(2500)) * time.Millisecond)
-		who := rng.Intn(len(gateways))
-		req := &limiter.Request{Now: clock.T, Exempt: rng.Intn(4) == 0}
-		for _, r := range rules {
-			c := limiter.Check{Rule: r, Cost: 1, Values: []string{"amy"}}
-			if r == budget {
-				c.Values, c.Cost = []string{"promo"}, 1+int64(rng.Intn(400))
-			}
-			req.Checks = append(req.Checks, c)
-		}
-		switch op := rng.Intn(20); {
-		case op == 0 && len(ids) > 0:
-			m := ids[rng.Intn(len(ids))]
-			want, err := ref.Refund(ctx, m.refID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got bool
-			switch who {
-			case 0:
-				got, err = newGo.Refund(ctx, m.redisID)
-			case 1:
-				got, err = newScript.Refund(ctx, m.redisID)
-			default:
-				got, err = old.refund(ctx, m.redisID, clock.T.UnixMilli(), who == 3)
-			}
-			if err != nil || got != want {
-				t.Fatalf("step %d: refund by the %s gave %v, %v; alone the newer gives %v", i, gateways[who], got, err, want)
-			}
-			continue
-		case op == 1:
-			reset := &limiter.Request{Now: clock.T, Checks: req.Checks[:1]}
-			if err := ref.Reset(ctx, reset); err != nil {
-				t.Fatal(err)
-			}
-			var err error
-			switch who {
-			case 0:
-				err = newGo.Reset(ctx, reset)
-			case 1:
-				err = newScript.Reset(ctx, reset)
-			default:
-				err = old.reset(ctx, prefix, reset, who == 3)
-			}
-			if err != nil {
-				t.Fatalf("step %d: reset by the %s: %v", i, gateways[who], err)
-			}
-			continue
-		}
-		want, err := ref.Decide(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got *limiter.Decision
-		switch who {
-		case 0:
-			got, err = newGo.Decide(ctx, req)
-		case 1:
-			got, err = newScript.Decide(ctx, req)
-		default:
-			got, err = old.decide(ctx, prefix, req, who == 3)
-		}
-		if err != nil {
-			t.Fatalf("step %d: the %s: %v", i, gateways[who], err)
-		}
-		if got.Allowed != want.Allowed {
-			t.Fatalf("step %d: the %s admitted %v; alone the newer admits %v", i, gateways[who], got.Allowed, want.Allowed)
-		}
-		for j := range want.Results {
-			if g, w := got.Results[j], want.Results[j]; g.Used != w.Used || g.Denied != w.Denied {
-				t.Fatalf("step %d: the %s counts %s %d (denied %v); alone the newer %d (%v)", i, gateways[who], w.Rule.Name, g.Used, g.Denied, w.Used, w.Denied)
-			}
-		}
-		if got.Recorded() {
-			m := made{redisID: got.ID(), refID: want.ID(), exempt: req.Exempt, byNew: who < 2}
-			ids = append(ids, m)
-			recs, err := recordlog.DecodeID(m.redisID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range recs {
-				if r.Grain == 0 {
-					byTime[r.T] = m
-				}
-			}
-		}
-	}
-
-	// What a newer gateway shows: the same records as the newer alone,
-	// each exempt send a newer gateway made marked with its units in the
-	// exact log, and no bucket marked beyond what it holds.
-	req := &limiter.Request{Now: clock.T}
-	for _, r := range []*limiter.Rule{r60, budget} {
-		v := "amy"
-		if r == budget {
-			v = "promo"
-		}
-		req.Checks = append(req.Checks, limiter.Check{Rule: r, Values: []string{v}})
-	}
-	want, err := ref.History(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exempt := 0
-	for _, s := range []*Store{newGo, newScript} {
-		got, err := s.History(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for ci := range want {
-			g, w := got[ci], want[ci]
-			if !sameTimes(g.Times, w.Times) || fmt.Sprint(g.Units) != fmt.Sprint(w.Units) {
-				t.Fatalf("%s: the timeline %v %v; alone the newer %v %v", req.Checks[ci].Rule.Name, g.Times, g.Units, w.Times, w.Units)
-			}
-			for j, at := range g.Times {
-				if g.Exempt[j] < 0 || g.Exempt[j] > g.Units[j] {
-					t.Fatalf("%s: the record at %v of %d units shows %d exempt", req.Checks[ci].Rule.Name, at, g.Units[j], g.Exempt[j])
-				}
-				if ci != 0 {
-					continue
-				}
-				m := byTime[at.UnixMilli()]
-				if wantEx := int64(0); (m.exempt && m.byNew && g.Exempt[j] != g.Units[j]) || (!(m.exempt && m.byNew) && g.Exempt[j] != wantEx) {
-					t.Fatalf("the record at %v (%+v) shows %d exempt units", at, m, g.Exempt[j])
-				}
-				if g.Exempt[j] > 0 {
-					exempt++
-				}
-			}
-		}
-	}
-	if exempt == 0 {
-		t.Fatal("the timeline shows no exempt send: the test proves nothing")
-	}
-}
 
 // oldGateway decides, refunds and resets as a gateway of the older version
 // does: in its script (format 1, its wire), or in Go with the format 1
