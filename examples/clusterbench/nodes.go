@@ -238,6 +238,9 @@ func (c *cluster) cpu(ctx context.Context) ([]float64, error) {
 func (c *cluster) holding(ctx context.Context, key string) (int, error) {
 	for i, n := range c.nodes {
 		k, err := n.admin.Exists(ctx, key).Result()
+		if _, moved := redis.IsMovedError(err); moved {
+			continue // another node's slot
+		}
 		if err != nil {
 			return -1, err
 		}
