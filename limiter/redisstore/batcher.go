@@ -100,7 +100,7 @@ func (bl *batchLoop) collect(block bool) []*call {
 	// otherwise run before them and carry one call a run. Nothing waits
 	// when nothing else is ready.
 	runtime.Gosched()
-	for len(batch) < l.max {
+	for len(batch) < s.opts.MaxBatch {
 		select {
 		case c := <-l.batches:
 			if c.op != first.op {

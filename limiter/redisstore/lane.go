@@ -12,9 +12,9 @@ import (
 // made the first time a decision meets it: a decision whose keys share one
 // hash tag (every rule about one recipient) queues on its master's lane,
 // so concurrent decisions on one master share one pipelined round trip a
-// phase there (per-key GETs, then a compare-and-set a component: SET …
-// IFEQ where the node has it, commit.lua per slot otherwise), as off a
-// cluster they share one MGET and one commit.lua. A decision over keys of
+// phase there (a GET a key, then the writes: SET … IFEQ for a component
+// of one key where the master has it, one commit_node.lua run for the
+// rest), as off a cluster they share one MGET and one commit.lua. A decision over keys of
 // several hash tags (a campaign budget beside the recipient's caps) is
 // reserved on each tag's master in the script instead (cluster.go).
 
@@ -27,8 +27,8 @@ type lane struct {
 	// node is the server's address, for its write path (capability.go).
 	node string
 	// cluster: the lane is a cluster master's. Its reads are a GET a key
-	// (a MGET cannot span slots), its script writes one commit.lua run a
-	// component (a run cannot span slots), its writes are sent once (see
+	// (an MGET cannot span slots), its script writes go in one
+	// commit_node.lua run (masterwrite.go), its writes are sent once (see
 	// once.go), and the decisions that go to the script go there by hash
 	// tag.
 	cluster bool
@@ -37,14 +37,11 @@ type lane struct {
 	// taking a batch to sending its last write): with none, the lane is
 	// idle.
 	busy atomic.Int32
-	// max is the most calls a batch of the lane takes (MaxBatch).
-	max int
 }
 
 // newLane makes a lane and starts its loops; Close stops them.
 func (s *Store) newLane(client pipeliner, node string, cluster bool) *lane {
-	l := &lane{s: s, client: client, node: node, cluster: cluster, batches: make(chan *call, 4*s.opts.MaxBatch), max: s.opts.MaxBatch}
-
+	l := &lane{s: s, client: client, node: node, cluster: cluster, batches: make(chan *call, 4*s.opts.MaxBatch)}
 	for i := 0; i < s.opts.InFlight; i++ {
 		s.wg.Add(1)
 		go func() {
