@@ -42,7 +42,11 @@ type lane struct {
 // newLane makes a lane and starts its loops; Close stops them.
 func (s *Store) newLane(client pipeliner, node string, cluster bool) *lane {
 	l := &lane{s: s, client: client, node: node, cluster: cluster, batches: make(chan *call, 4*s.opts.MaxBatch)}
-	for i := 0; i < s.opts.InFlight; i++ {
+	loops := s.opts.InFlight
+	if cluster {
+		loops = s.opts.MasterInFlight
+	}
+	for i := 0; i < loops; i++ {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()

@@ -81,17 +81,24 @@ type Options struct {
 	// cluster when it has ForEachMaster (as *redis.ClusterClient has), so
 	// a wrapper that hides that method must set Cluster.
 	Cluster bool
-	// InFlight is how many batches may be in flight at once to one
-	// server: off a cluster the one, on a cluster each master. Default 1:
-	// a server's round trips go one after another, and the decisions that
-	// arrive meanwhile ride together in the next, whose write travels with
-	// the following read. A round trip costs Redis more than the few keys
-	// a decision reads and writes, so fewer, fuller batches cost it less:
-	// with 32 callers, 4 in flight cost Valkey 8.1.1 about 30 % more CPU a
-	// decision than 1 (redisbench), and on a 3-master cluster 2 a master
-	// cost 1.5 times as much as 1 (clusterbench; see docs/performance.md).
-	// A lone decision never waits.
+	// InFlight is how many batches may be in flight at once to the server
+	// off a cluster (standalone and Sentinel; on a cluster see
+	// MasterInFlight). Default 2: the decisions that arrive while a batch
+	// is in a round trip ride together in the next, whose write travels
+	// with the following read. Fewer, fuller batches cost Redis less a
+	// decision, more keep the gateway busier: with 32 callers on
+	// redisbench's data set, Valkey 8.1.1 spent 5.5, 4.9 and 5.7 µs a
+	// decision with 1, 2 and 4 in flight, at 64,000, 89,000 and 105,000
+	// decisions a second (see docs/performance.md). A lone decision never
+	// waits.
 	InFlight int
+	// MasterInFlight is how many batches may be in flight at once to each
+	// master of a cluster. Default 1: the callers' decisions spread over
+	// the masters, so each master's batches are already smaller than a
+	// standalone server's, and more loops a master would split them
+	// further (32 callers on 3 masters: 2 a master cost Redis 1.5 times
+	// the CPU a decision of 1, see docs/performance.md).
+	MasterInFlight int
 	// MaxBatch is the most decisions in one batch. Default 64, at
 	// most 100: a run carries at most 255 rule specs.
 	MaxBatch int
@@ -109,8 +116,9 @@ type Options struct {
 	// costs it less than a read and then a write; under load batches are
 	// bigger and their writes ride with the next reads, so they stay in Go.
 	// 1: no batch goes to the script for being small (hot keys, calls
-	// split by hash tag and ScriptOnly still do). With InFlight 1 (the
-	// default) "idle" means that the one loop has no write to send.
+	// split by hash tag and ScriptOnly still do). With one batch in flight
+	// (MasterInFlight's default) "idle" means that the one loop has no
+	// write to send.
 	GoBatchMin int
 	// Now replaces the server's TIME when set. Default nil (TIME); for
 	// tests only: gateways share one clock only through TIME.
@@ -142,7 +150,10 @@ func New(client Client, opts Options) *Store {
 		opts.Timeout = DefaultTimeout
 	}
 	if opts.InFlight <= 0 {
-		opts.InFlight = 1
+		opts.InFlight = 2
+	}
+	if opts.MasterInFlight <= 0 {
+		opts.MasterInFlight = 1
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 64
