@@ -39,7 +39,9 @@ func TestRejectsBeforeStarting(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-designs", "seed,foo"}, `-designs: unknown design "foo" (known: standalone, seed, seed+campaign, seed+coupon, standalone-batch, batch-all, standalone-batch-each, batch-each)`},
+		{[]string{"-designs", "seed,foo"}, `-designs: unknown design "foo" (known: standalone, seed, seed+campaign, seed+coupon, seed+coupon-unleased, standalone-batch, batch-all, standalone-batch-each, batch-each)`},
+		{[]string{"-lease", "100000"}, "-coupon-limit, -lease: "},
+		{[]string{"-lease-term", "0s"}, "-lease-term: 0s: must be positive"},
 		{[]string{"-designs", "seed,seed"}, "-designs: seed listed twice"},
 		{[]string{"-masters", "1,0"}, `-masters "1,0": 0 is outside 1..64`},
 		{[]string{"-masters", "three"}, `-masters "three": "three" is not a count`},
