@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -134,18 +133,4 @@ func mustDecide(t *testing.T, s limiter.Store, r *limiter.Request) *limiter.Deci
 		t.Fatalf("decide: %v", err)
 	}
 	return d
-}
-
-// sends records admitted sends, for checking windows afterwards.
-type sends struct {
-	mu sync.Mutex
-	at []int64 // ms, one per unit
-}
-
-func (s *sends) add(t time.Time, units int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for range units {
-		s.at = append(s.at, t.UnixMilli())
-	}
 }

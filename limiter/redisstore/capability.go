@@ -307,14 +307,6 @@ func standaloneNode(c Client) string {
 	return "standalone"
 }
 
-// nativeStandalone reports whether decisions made in Go off a cluster
-// write natively now (see writePaths.native). The first time, it waits
-// for the node's answer: it runs in a batch loop, whose callers wait at
-// most their timeout whatever the loop does.
-func (s *Store) nativeStandalone() bool {
-	return s.caps.native(s.node, askDocs(s.client), true)
-}
-
 // WritePaths returns the write path of every node this store has written
 // to or been asked about (DetectWritePaths), by address: which write the
 // decisions made in Go use there (on a cluster, those whose keys share a

@@ -27,14 +27,14 @@ type masterFinder interface {
 	MasterForKey(ctx context.Context, key string) (*redis.Client, error)
 }
 
-// clusterInGo reports whether batch sends may be decided in Go on this
-// cluster: the client names each key's master, and ScriptOnly is off.
-func (s *Store) clusterInGo() bool {
+// masterLanes returns the client when this cluster store has a lane a
+// master: the client names each key's master, and ScriptOnly is off.
+func (s *Store) masterLanes() (masterFinder, bool) {
 	if !s.cluster || s.opts.ScriptOnly {
-		return false
+		return nil, false
 	}
-	_, ok := s.client.(masterFinder)
-	return ok
+	mf, ok := s.client.(masterFinder)
+	return mf, ok
 }
 
 // decideInLanes decides a batch send on a cluster: each entry of one hash

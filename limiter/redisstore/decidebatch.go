@@ -87,7 +87,7 @@ func (s *Store) DecideBatch(ctx context.Context, reqs []limiter.Request, mode li
 		groups = append(groups, calls)
 	}
 
-	if s.clusterInGo() {
+	if _, ok := s.masterLanes(); ok {
 		if err := s.decideInLanes(ctx, entryCalls, groups); err != nil {
 			inFlight = true
 			return nil, err

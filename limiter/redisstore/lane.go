@@ -77,8 +77,8 @@ type masterLanes struct {
 // wrapped cluster client), the master is unknown now (the script path
 // will say why), or the store is closed.
 func (s *Store) laneFor(ctx context.Context, key string) *lane {
-	mf, ok := s.client.(masterFinder)
-	if !ok || s.opts.ScriptOnly {
+	mf, ok := s.masterLanes()
+	if !ok {
 		return nil
 	}
 	node, err := mf.MasterForKey(ctx, key)
