@@ -45,7 +45,7 @@ func (bl *batchLoop) run() {
 				l.busy.Add(1)
 			}
 		}
-		lone := idle && batch != nil && len(batch) < s.opts.GoBatchMin && batch[0].op == opDecide
+		lone := idle && batch != nil && len(batch) < s.opts.GoBatchMin && batch[0].op == opDecide && !batch[0].entry
 		if batch != nil && (s.opts.ScriptOnly || lone || !wholePlans(batch) || s.hot.touches(batch)) {
 			bl.held = l.roundTrip(bl.held, nil, false)
 			ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)

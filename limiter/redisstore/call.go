@@ -19,6 +19,10 @@ type call struct {
 	at    int64   // the run's now
 	err   error
 	done  chan struct{} // one signal when answered (buffered: reused with the work)
+	// entry: the call is an entry of a batch send queued on a lane, its
+	// batch's other entries right behind it, so it is never a lone
+	// decision (see Options.GoBatchMin).
+	entry bool
 }
 
 // redisWork is one decision's scratch space on the Redis store: its plan and,

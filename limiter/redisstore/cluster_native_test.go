@@ -167,12 +167,14 @@ func testClusterWritePaths(t *testing.T, c *redistest.Cluster, homogeneous bool)
 				n := w.take(m.Addr)
 				switch want[m.Addr] {
 				case WriteNative:
-					if n["round trips"] != 2 || n[kind] != 8 || n["freqcap"] != 0 {
-						t.Errorf("native master %s, round %d: %v; want 2 round trips carrying 8 %s, no script", m.Addr, round, n, kind)
+					// 3 round trips when the lane took the entries in two
+					// batches (they queue one by one; see testClusterBatches).
+					if n["round trips"] < 2 || n["round trips"] > 3 || n[kind] != 8 || n["freqcap"] != 0 {
+						t.Errorf("native master %s, round %d: %v; want 2 round trips (3 when cut in two) carrying 8 %s, no script", m.Addr, round, n, kind)
 					}
 				default:
-					if n["round trips"] != 2 || n["commit node"] != 1 || n["commit"]+n["freqcap"] != 0 || n["set ifeq"]+n["set nx"] != 0 {
-						t.Errorf("script master %s, round %d: %v; want 2 round trips, the second carrying one commit_node.lua run for the master's 8 keys (of 8 slots), no other script", m.Addr, round, n)
+					if n["round trips"] < 2 || n["round trips"] > 3 || n["commit node"] != n["round trips"]-1 || n["commit"]+n["freqcap"] != 0 || n["set ifeq"]+n["set nx"] != 0 {
+						t.Errorf("script master %s, round %d: %v; want 2 round trips, the second carrying one commit_node.lua run for the master's 8 keys (of 8 slots), no other script (3 and two runs when cut in two)", m.Addr, round, n)
 					}
 				}
 			}

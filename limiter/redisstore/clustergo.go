@@ -71,7 +71,7 @@ func (s *Store) decideInLanes(ctx context.Context, entryCalls [][]*call, groups 
 		if l == nil {
 			continue
 		}
-		c.op = opDecide
+		c.op, c.entry = opDecide, true
 		laneCalls, lanes = append(laneCalls, c), append(lanes, l)
 		inLane[c] = true
 	}
