@@ -70,6 +70,7 @@ func main() {
 	core := flag.String("redis-core", "0", "CPU list to pin redis-server to (taskset -c); empty: no pinning")
 	inFlight := flag.Int("inflight", 0, "freqcap: batched script runs in flight (0: the store's default)")
 	cpuProfile := flag.String("cpuprofile", "", "write this process's CPU profile (the client side) to the file")
+	allocProfile := flag.String("allocprofile", "", "write this process's allocations (go tool pprof -sample_index=alloc_objects) to the file at the end")
 	roundTripsOnly := flag.Bool("roundtrips", false, "print what one round trip costs Redis, by what it carries, and exit")
 	primitivesOnly := flag.Bool("primitives", false, "print what each way of reading, checking and writing a batch's keys costs Redis a key (-recipients keys, -batch a batch, -runs rounds), and exit")
 	addr := flag.String("addr", "", "use this Redis (flushed before each design) instead of starting one, e.g. under valgrind --tool=callgrind")
@@ -87,6 +88,18 @@ func main() {
 		}
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+	}
+	if *allocProfile != "" {
+		defer func() {
+			f, err := os.Create(*allocProfile)
+			if err == nil {
+				err = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+			if err != nil {
+				log.Print(err)
+			}
+		}()
 	}
 	if *roundTripsOnly {
 		if err := roundTrips(*core); err != nil {

@@ -32,6 +32,7 @@ func primitives() []primitive {
 	commit := redis.NewScript(lua.Commit)
 	argsOnly := redis.NewScript("return #ARGV")
 	mgetInLua := redis.NewScript("return #redis.call('MGET', unpack(KEYS))")
+	getEachInLua := redis.NewScript("local v = {} for i = 1, #KEYS do v[i] = redis.call('GET', KEYS[i]) end return v")
 	setInLua := redis.NewScript("for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[i], 'PX', ARGV[#ARGV]) end return 0")
 	values := func(n int, per ...string) []any {
 		args := make([]any, 0, n*len(per))
@@ -55,6 +56,18 @@ func primitives() []primitive {
 	}
 	return []primitive{
 		{"read: MGET", read},
+		{"read: a GET a key, pipelined (a cluster master's keys of many slots)", func(ctx context.Context, c *redis.Client, keys []string) error {
+			_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, k := range keys {
+					p.Get(ctx, k)
+				}
+				return nil
+			})
+			return err
+		}},
+		{"read: a script GETs each key and returns the values", func(ctx context.Context, c *redis.Client, keys []string) error {
+			return getEachInLua.Run(ctx, c, keys).Err()
+		}},
 		{"write: SET … PX, pipelined", write},
 		{"the floor: MGET, then SET … PX (no check)", func(ctx context.Context, c *redis.Client, keys []string) error {
 			if err := read(ctx, c, keys); err != nil {

@@ -40,7 +40,6 @@ type readBatch struct {
 	keys   []*batchKey
 	free   []*batchKey
 	names  []string
-	blob   []byte
 }
 
 // batchKey is one key of a batch.
@@ -53,7 +52,12 @@ type batchKey struct {
 	// unchanged; write: a decision recorded in it.
 	check, write bool
 	touched      int64 // the now of the first decision that wrote it
-	err          error // the value read is not a log: its decisions fail
+	// value and ttl are the write's new value and its TTL in ms, as
+	// text in valueBuf and ttlBuf, which the key keeps from batch to
+	// batch: the write passes them by argRef.
+	value, ttl       string
+	valueBuf, ttlBuf []byte
+	err              error // the value read is not a log: its decisions fail
 	// reader is 1 + the index of the first call that read the key (0:
 	// none yet), for componentsOf.
 	reader int32
@@ -64,7 +68,7 @@ var readBatches = sync.Pool{New: func() any { return &readBatch{byName: map[stri
 func (b *readBatch) reset() {
 	clear(b.byName)
 	for _, bk := range b.keys {
-		*bk = batchKey{k: bk.k} // keep the decoding buffers
+		*bk = batchKey{k: bk.k, valueBuf: bk.valueBuf, ttlBuf: bk.ttlBuf} // keep the buffers
 		b.free = append(b.free, bk)
 	}
 	b.keys, b.names = b.keys[:0], b.names[:0]
@@ -321,10 +325,10 @@ func (s *Store) decideInGo(run *decidedInGo, serverNow int64) bool {
 		}
 		run.names = append(run.names, bk.name)
 		if !bk.write {
-			run.args = append(run.args, bk.old, "", writeCheck)
+			run.args = append(run.args, argRef{&bk.old}, "", writeCheck)
 			continue
 		}
-		blob, err := recordlog.EncodeBlob(b.blob[:0], &bk.k)
+		blob, err := recordlog.EncodeBlob(bk.valueBuf[:0], &bk.k)
 		if err != nil {
 			run.names, run.args = nil, nil
 			for _, c := range run.calls {
@@ -334,12 +338,15 @@ func (s *Store) decideInGo(run *decidedInGo, serverNow int64) bool {
 			}
 			return false
 		}
-		b.blob = blob
+		bk.valueBuf = blob
 		ttl := bk.k.ExpireAt - bk.touched
 		if len(blob) == 0 || ttl <= 0 {
-			run.args = append(run.args, bk.old, "", writeDelete)
+			run.args = append(run.args, argRef{&bk.old}, "", writeDelete)
 		} else {
-			run.args = append(run.args, bk.old, string(blob), strconv.FormatInt(ttl, 10))
+			bk.ttlBuf = strconv.AppendInt(bk.ttlBuf[:0], ttl, 10)
+			bk.value = unsafe.String(unsafe.SliceData(blob), len(blob))
+			bk.ttl = unsafe.String(unsafe.SliceData(bk.ttlBuf), len(bk.ttlBuf))
+			run.args = append(run.args, argRef{&bk.old}, argRef{&bk.value}, argRef{&bk.ttl})
 		}
 	}
 	if len(run.names) > 0 && run.perComponent {

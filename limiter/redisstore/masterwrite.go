@@ -30,8 +30,8 @@ func (run *decidedInGo) commitRun() (src, hash string, keys []string, args []any
 	n := len(run.names)
 	args = make([]any, 0, 2+4*n)
 	args = append(args, n)
-	for _, name := range run.names {
-		args = append(args, name)
+	for i := range run.names {
+		args = append(args, argRef{&run.names[i]})
 	}
 	args = append(args, run.args...) // the values by key, then the components
 	return lua.CommitNode, commitNodeScript.Hash(), run.names[:1], args

@@ -29,9 +29,9 @@ import (
 // nativeKey is one key written natively, and its answer.
 type nativeKey struct {
 	name  string
-	old   string // "" when the key did not exist at the read: NX
-	value string
-	ttl   string // ms
+	old   argRef // "" when the key did not exist at the read: NX
+	value argRef
+	ttl   argRef // ms
 	comp  int32  // its component (0 when the calls are one whole)
 	cmd   *redis.StatusCmd
 }
@@ -65,12 +65,12 @@ func planNative(run *decidedInGo) {
 	var packed []byte
 	for i, name := range run.names {
 		c := comp(i)
-		old, value, write := run.args[3*i].(string), run.args[3*i+1].(string), run.args[3*i+2].(string)
-		if size[c] == 1 && write == writeCheck {
+		old, value, write := run.args[3*i], run.args[3*i+1], run.args[3*i+2]
+		if size[c] == 1 && argText(write) == writeCheck {
 			continue
 		}
-		if size[c] == 1 && write != writeDelete {
-			run.native = append(run.native, nativeKey{name: name, old: old, value: value, ttl: write, comp: c})
+		if size[c] == 1 && argText(write) != writeDelete {
+			run.native = append(run.native, nativeKey{name: name, old: old.(argRef), value: value.(argRef), ttl: write.(argRef), comp: c})
 			continue
 		}
 		run.names[n] = name
@@ -95,10 +95,10 @@ func planNative(run *decidedInGo) {
 func queueNative(ctx context.Context, pipe redis.Pipeliner, run *decidedInGo, cluster bool) {
 	for i := range run.native {
 		k := &run.native[i]
-		if k.old == "" {
-			k.cmd = redis.NewStatusCmd(ctx, "set", k.name, k.value, "nx", "px", k.ttl)
+		if *k.old.s == "" {
+			k.cmd = redis.NewStatusCmd(ctx, "set", argRef{&k.name}, k.value, "nx", "px", k.ttl)
 		} else {
-			k.cmd = redis.NewStatusCmd(ctx, "set", k.name, k.value, "ifeq", k.old, "px", k.ttl)
+			k.cmd = redis.NewStatusCmd(ctx, "set", argRef{&k.name}, k.value, "ifeq", k.old, "px", k.ttl)
 		}
 		_ = pipe.Process(ctx, sent(k.cmd, cluster))
 	}

@@ -94,8 +94,8 @@ func (s *Store) sendScript(ctx context.Context, verb, script string, keys []stri
 func scriptCmd(ctx context.Context, verb, script string, keys []string, args []any) *redis.Cmd {
 	a := make([]any, 3, 3+len(keys)+len(args))
 	a[0], a[1], a[2] = verb, script, len(keys)
-	for _, k := range keys {
-		a = append(a, k)
+	for i := range keys {
+		a = append(a, argRef{&keys[i]}) // keys outlive the command
 	}
 	a = append(a, args...)
 	cmd := redis.NewCmd(ctx, a...)
