@@ -163,6 +163,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	return nil
 }
 
+// stopped is err, or why ctx ended when it has (the signal received):
+// whichever step of a run meets a signal first, a command or the replay,
+// the bench says it was stopped, not that a command was canceled.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}
+
 // runOn starts a cluster of count masters (none when count is 0), runs
 // every design on it or on standalone, alternated, and stops it.
 func runOn(ctx context.Context, cfg *config, count int, standalone *cluster, data []send, logger *log.Logger) (t *table, err error) {
@@ -183,11 +193,11 @@ func runOn(ctx context.Context, cfg *config, count int, standalone *cluster, dat
 				target = c
 			}
 			if err := target.flush(ctx); err != nil {
-				return nil, fmt.Errorf("%s: flushing: %w", d.name, err)
+				return nil, fmt.Errorf("%s: flushing: %w", d.name, stopped(ctx, err))
 			}
 			r, err := measure(ctx, target, d, data, cfg, logger)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", d.name, err)
+				return nil, fmt.Errorf("%s: %w", d.name, stopped(ctx, err))
 			}
 			logger.Printf("masters %d run %d %-21s %8.0f decisions/s  %5.1f µs Redis CPU/decision  shares %s  p50 %s p99 %s  (Redis core %.0f%% busy)",
 				count, run+1, d.name, r.rate, r.cpuMicros, shares(r.perNode), r.p50, r.p99, 100*r.redisBusy)
