@@ -95,7 +95,7 @@ func scriptCmd(ctx context.Context, verb, script string, keys []string, args []a
 	a := make([]any, 3, 3+len(keys)+len(args))
 	a[0], a[1], a[2] = verb, script, len(keys)
 	for i := range keys {
-		a = append(a, argRef{&keys[i]}) // keys outlive the command
+		a = append(a, argRef{&keys[i]}) // callers keep keys unchanged until the command is answered
 	}
 	a = append(a, args...)
 	cmd := redis.NewCmd(ctx, a...)
