@@ -66,10 +66,11 @@ func planNative(run *decidedInGo) {
 	for i, name := range run.names {
 		c := comp(i)
 		old, value, write := run.args[3*i], run.args[3*i+1], run.args[3*i+2]
-		if size[c] == 1 && argText(write) == writeCheck {
+		what := argText(write) // a TTL, or writeCheck or writeDelete
+		if size[c] == 1 && what == writeCheck {
 			continue
 		}
-		if size[c] == 1 && argText(write) != writeDelete {
+		if size[c] == 1 && what != writeDelete {
 			run.native = append(run.native, nativeKey{name: name, old: old.(argRef), value: value.(argRef), ttl: write.(argRef), comp: c})
 			continue
 		}
