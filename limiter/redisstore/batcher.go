@@ -26,7 +26,8 @@ type batchLoop struct {
 // run serves batched calls: it takes one, adds whatever else is already
 // waiting with the same op, and decides them together: in Go, or in the
 // script when ScriptOnly is set, a lone decision finds the store idle (see
-// GoBatchMin), a call is split by hash tag, or a key is hot (see hotKeys).
+// GoBatchMin) or a call is split by hash tag; when a key is hot (see
+// hotKeys), the calls of its component go to the script, the rest to Go.
 // A batch decided in Go holds its write until the next round trip, which
 // carries it with the next batch's read.
 func (bl *batchLoop) run() {
@@ -46,14 +47,28 @@ func (bl *batchLoop) run() {
 			}
 		}
 		lone := idle && batch != nil && len(batch) < s.opts.GoBatchMin && batch[0].op == opDecide && !batch[0].entry
-		if batch != nil && (s.opts.ScriptOnly || lone || !wholePlans(batch) || s.hot.touches(batch)) {
-			bl.held = l.roundTrip(bl.held, nil, false)
+		var hot []*call
+		switch {
+		case batch == nil:
+		case s.opts.ScriptOnly || lone || !wholePlans(batch):
+			hot, batch = batch, nil
+		case batch[0].op == opDecideAll:
+			// One batch send's entries: all or none, so whole.
+			if s.hot.touches(batch) {
+				hot, batch = batch, nil
+			}
+		default:
+			// Independent decisions: only those of a hot key's
+			// component go to the script.
+			hot, batch = s.hot.split(batch)
+		}
+		// The held write goes first, before the script may read its keys.
+		bl.held = l.roundTrip(bl.held, batch, false)
+		if hot != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-			l.script(ctx, batch)
+			l.script(ctx, hot)
 			cancel()
-			finish(batch)
-		} else {
-			bl.held = l.roundTrip(bl.held, batch, false)
+			finish(hot)
 		}
 		if bl.held == nil {
 			l.busy.Add(-1)

@@ -77,3 +77,80 @@ func (h *hotKeys) touching(batch []*call, all bool) int {
 	}
 	return n
 }
+
+// split parts a batch of independent decisions into those decided in the
+// script for a hot key and the rest, decided in Go. hot holds every call
+// that reads a hot key and, transitively, every call that shares a key
+// with one of those, so that no key is read on both paths in one batch
+// (the Go path would read it before the script wrote it, and its write
+// would conflict). The calls keep their order within each part. With no
+// hot key it returns nil and the batch as it is, without allocating.
+//
+// Parting the batch, not sending it whole to the script, is what keeps a
+// conflict cheap: one recipient in a burst used to send every lane batch
+// that touched it (up to MaxBatch other decisions) to the script for the
+// hold time, and the script costs Redis several times what the Go path
+// does (docs/performance.md).
+func (h *hotKeys) split(batch []*call) (hot, rest []*call) {
+	h.mu.Lock()
+	if len(h.until) == 0 {
+		h.mu.Unlock()
+		return nil, batch
+	}
+	now := h.now()
+	var scripted map[string]bool // the keys of the hot part
+	inHot := make([]bool, len(batch))
+	for i, c := range batch {
+		for si := range c.p.Sections {
+			key := c.p.Key(&c.p.Sections[si])
+			until, ok := h.until[string(key)]
+			if !ok {
+				continue
+			}
+			if !now.Before(until) {
+				delete(h.until, string(key))
+				continue
+			}
+			inHot[i] = true
+		}
+	}
+	h.mu.Unlock()
+	// Close over shared keys: a key added in a pass may be read by a call
+	// before it, so repeat until no key is added (a batch is at most
+	// MaxBatch calls).
+	for added := true; added; {
+		added = false
+		for i, c := range batch {
+			if !inHot[i] {
+				for si := range c.p.Sections {
+					if scripted[string(c.p.Key(&c.p.Sections[si]))] {
+						inHot[i] = true
+						break
+					}
+				}
+			}
+			if !inHot[i] {
+				continue
+			}
+			if scripted == nil {
+				scripted = map[string]bool{}
+			}
+			for si := range c.p.Sections {
+				if key := string(c.p.Key(&c.p.Sections[si])); !scripted[key] {
+					scripted[key], added = true, true
+				}
+			}
+		}
+	}
+	if scripted == nil {
+		return nil, batch
+	}
+	for i, c := range batch {
+		if inHot[i] {
+			hot = append(hot, c)
+		} else {
+			rest = append(rest, c)
+		}
+	}
+	return hot, rest
+}
