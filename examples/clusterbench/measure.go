@@ -22,8 +22,12 @@ const keyPrefix = "bench:"
 type result struct {
 	rate      float64 // decisions a second, measured
 	cpuMicros float64 // the nodes' CPU a decision, summed
-	redisBusy float64 // the nodes' CPU a second of the run, summed
-	perNode   []float64
+	// insideMicros is the µs a decision inside the store's commands, and
+	// wakeups the event-loop cycles a decision (-1: not known), summed
+	// over the nodes: see usage.
+	insideMicros, wakeups float64
+	redisBusy             float64 // the nodes' CPU a second of the run, summed
+	perNode               []float64
 	// couponNode is the node that holds the coupon key; -1 when the
 	// design has no coupon, or no node holds it.
 	couponNode int
@@ -68,7 +72,7 @@ func measure(ctx context.Context, c *cluster, d *design, data []send, cfg *confi
 	var firstErr error
 	var once sync.Once
 	lat := make([][]time.Duration, cfg.callers)
-	before, err := c.cpu(ctx)
+	before, err := c.usage(ctx)
 	if err != nil {
 		return result{}, err
 	}
@@ -124,7 +128,7 @@ func measure(ctx context.Context, c *cluster, d *design, data []send, cfg *confi
 	if n := failed.Load(); n > 0 {
 		return result{}, fmt.Errorf("%d calls failed, the first: %w", n, firstErr)
 	}
-	after, err := c.cpu(ctx)
+	after, err := c.usage(ctx)
 	if err != nil {
 		return result{}, err
 	}
@@ -132,15 +136,26 @@ func measure(ctx context.Context, c *cluster, d *design, data []send, cfg *confi
 		st, _ := c.nodes[0].admin.Info(ctx, "commandstats").Result()
 		logger.Printf("%s commandstats of %s:\n%s", d.name, c.nodes[0].addr, st)
 	}
-	var total float64
+	var total, inside, wakeups float64
 	for i := range after {
-		total += after[i] - before[i]
+		total += after[i].cpu - before[i].cpu
+		inside += after[i].inside - before[i].inside
+		if wakeups >= 0 && after[i].wakeups >= 0 {
+			wakeups += after[i].wakeups - before[i].wakeups
+		} else {
+			wakeups = -1
+		}
 	}
 	r := result{rate: float64(len(data)) / wall.Seconds(), couponNode: -1}
 	for i := range after {
-		r.perNode = append(r.perNode, (after[i]-before[i])/total)
+		r.perNode = append(r.perNode, (after[i].cpu-before[i].cpu)/total)
 	}
 	r.cpuMicros = total / float64(len(data)) * 1e6
+	r.insideMicros = inside / float64(len(data))
+	r.wakeups = -1
+	if wakeups >= 0 {
+		r.wakeups = wakeups / float64(len(data))
+	}
 	r.redisBusy = total / wall.Seconds()
 	if d.coupon {
 		if r.couponNode, err = c.holding(ctx, couponKey()); err != nil {

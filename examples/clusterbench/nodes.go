@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -219,19 +220,66 @@ func (c *cluster) flush(ctx context.Context) error {
 	return nil
 }
 
-// cpu is each node's used_cpu_user + used_cpu_sys, in seconds.
-func (c *cluster) cpu(ctx context.Context) ([]float64, error) {
-	var out []float64
+// usage is what one node has spent so far, from INFO.
+type usage struct {
+	cpu float64 // used_cpu_user + used_cpu_sys, in seconds
+	// inside is the µs spent inside the commands the store sends (INFO
+	// commandstats' usec, the bench's own commands left out): the rest of
+	// cpu is the event loop (reading and parsing requests, writing
+	// replies, the system calls of each wake-up) and the server's timers.
+	inside float64
+	// wakeups is the event loop's cycles (INFO stats eventloop_cycles);
+	// -1 when the server does not say (Redis before 7.2).
+	wakeups float64
+}
+
+// usage is each node's usage so far.
+func (c *cluster) usage(ctx context.Context) ([]usage, error) {
+	var out []usage
 	for _, n := range c.nodes {
-		info, err := n.admin.Info(ctx, "cpu").Result()
+		info, err := n.admin.Info(ctx, "cpu", "stats", "commandstats").Result()
 		if err != nil {
 			return nil, err
 		}
-		user, _ := strconv.ParseFloat(infoField(info, "used_cpu_user"), 64)
-		sys, _ := strconv.ParseFloat(infoField(info, "used_cpu_sys"), 64)
-		out = append(out, user+sys)
+		out = append(out, parseUsage(info))
 	}
 	return out, nil
+}
+
+// benchCommands are the commands the bench sends itself (or the store only
+// when it connects): left out of usage.inside.
+var benchCommands = []string{"info", "flushall", "exists", "ping", "hello", "config", "cluster", "client", "command", "select"}
+
+func parseUsage(info string) usage {
+	u := usage{wakeups: -1}
+	var user, sys float64
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch {
+		case k == "used_cpu_user":
+			user, _ = strconv.ParseFloat(v, 64)
+		case k == "used_cpu_sys":
+			sys, _ = strconv.ParseFloat(v, 64)
+		case k == "eventloop_cycles":
+			u.wakeups, _ = strconv.ParseFloat(v, 64)
+		case strings.HasPrefix(k, "cmdstat_"):
+			name, _, _ := strings.Cut(strings.TrimPrefix(k, "cmdstat_"), "|")
+			if slices.Contains(benchCommands, name) {
+				continue
+			}
+			for _, f := range strings.Split(v, ",") {
+				if key, val, _ := strings.Cut(f, "="); key == "usec" {
+					usec, _ := strconv.ParseFloat(val, 64)
+					u.inside += usec
+				}
+			}
+		}
+	}
+	u.cpu = user + sys
+	return u
 }
 
 // holding is the index of the node that holds key, or -1.

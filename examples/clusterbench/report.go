@@ -27,13 +27,18 @@ func (t *table) title() string {
 // (the runs alternate, and the machine's speed drifts between them), then
 // the median; false when d is a reference.
 func (t *table) ratio(d *design) (float64, bool) {
+	return t.ratioOf(d, func(r result) float64 { return r.cpuMicros })
+}
+
+// ratioOf is ratio for another figure of a run.
+func (t *table) ratioOf(d *design, f func(result) float64) (float64, bool) {
 	rs, ref := t.results[d.name], t.results[d.ref]
 	if d.ref == "" || len(ref) != len(rs) || len(rs) == 0 {
 		return 0, false
 	}
 	ratios := make([]float64, len(rs))
 	for i := range rs {
-		ratios[i] = rs[i].cpuMicros / ref[i].cpuMicros
+		ratios[i] = f(rs[i]) / f(ref[i])
 	}
 	return median(ratios), true
 }
@@ -67,7 +72,7 @@ func printReferences(w io.Writer, cfg *config) {
 
 func printTable(w io.Writer, cfg *config, t *table, decisions int) {
 	fmt.Fprintf(w, "\n### %s: %d decisions a design, medians of %d run%s\n\n", t.title(), decisions, cfg.runs, plural(cfg.runs))
-	fmt.Fprintf(w, "| design | decisions/s (measured) | Redis CPU µs a decision | × its reference | decisions/s a master on its own core | busiest master's share | coupon master's share | p50 / p99 |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| design | decisions/s (measured) | Redis CPU µs a decision | × its reference | of which inside commands (× its reference) | event-loop wake-ups a decision | decisions/s a master on its own core | busiest master's share | coupon master's share | p50 / p99 |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, d := range cfg.designs {
 		rs := t.results[d.name]
 		if len(rs) == 0 {
@@ -86,8 +91,16 @@ func printTable(w io.Writer, cfg *config, t *table, decisions int) {
 				coupon = "?"
 			}
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %.1f | %s | %.0f | %.0f %% | %s | %s / %s |\n",
-			d.name, medianOf(rs, func(r result) float64 { return r.rate }), cpu, ratio, 1e6/cpu,
+		inside := fmt.Sprintf("%.1f", medianOf(rs, func(r result) float64 { return r.insideMicros }))
+		if x, ok := t.ratioOf(d, func(r result) float64 { return r.insideMicros }); ok {
+			inside += fmt.Sprintf(" (%.2f ×)", x)
+		}
+		wakeups := "–"
+		if w := medianOf(rs, func(r result) float64 { return r.wakeups }); w >= 0 {
+			wakeups = fmt.Sprintf("%.3f", w)
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %.1f | %s | %s | %s | %.0f | %.0f %% | %s | %s / %s |\n",
+			d.name, medianOf(rs, func(r result) float64 { return r.rate }), cpu, ratio, inside, wakeups, 1e6/cpu,
 			100*medianOf(rs, func(r result) float64 { return maxShare(r.perNode) }), coupon,
 			medianDuration(rs, func(r result) time.Duration { return r.p50 }), medianDuration(rs, func(r result) time.Duration { return r.p99 }))
 	}
