@@ -4,9 +4,9 @@
 // data set through the Redis store (limiter/redisstore) design by design,
 // and reports for each design the decisions a second, the Redis CPU each
 // decision costs (used_cpu_user + used_cpu_sys of every master, summed),
-// how much of it is inside the store's commands (INFO commandstats) and how
-// many event-loop wake-ups a decision costs (INFO stats eventloop_cycles,
-// Valkey 8 and Redis 7.2 on), how the masters share that CPU, and the
+// how much of it went to executing commands and how many event-loop
+// wake-ups a decision costs (INFO stats eventloop_duration_cmd_sum and
+// eventloop_cycles: Valkey 8, Redis 7.2 on), how the masters share that CPU, and the
 // callers' latency. The rest of the CPU is the event loop: each wake-up
 // reads, parses and answers a round trip, and on a VM its system calls
 // cost more than the commands (redisbench -roundtrips: a PING costs Redis

@@ -22,9 +22,9 @@ const keyPrefix = "bench:"
 type result struct {
 	rate      float64 // decisions a second, measured
 	cpuMicros float64 // the nodes' CPU a decision, summed
-	// insideMicros is the µs a decision inside the store's commands, and
-	// wakeups the event-loop cycles a decision (-1: not known), summed
-	// over the nodes: see usage.
+	// insideMicros is the µs a decision executing commands, and wakeups
+	// the event-loop cycles a decision, summed over the nodes (-1: not
+	// known): see usage.
 	insideMicros, wakeups float64
 	redisBusy             float64 // the nodes' CPU a second of the run, summed
 	perNode               []float64
@@ -139,20 +139,18 @@ func measure(ctx context.Context, c *cluster, d *design, data []send, cfg *confi
 	var total, inside, wakeups float64
 	for i := range after {
 		total += after[i].cpu - before[i].cpu
-		inside += after[i].inside - before[i].inside
-		if wakeups >= 0 && after[i].wakeups >= 0 {
-			wakeups += after[i].wakeups - before[i].wakeups
-		} else {
-			wakeups = -1
-		}
+		inside = addKnown(inside, after[i].inside, before[i].inside)
+		wakeups = addKnown(wakeups, after[i].wakeups, before[i].wakeups)
 	}
 	r := result{rate: float64(len(data)) / wall.Seconds(), couponNode: -1}
 	for i := range after {
 		r.perNode = append(r.perNode, (after[i].cpu-before[i].cpu)/total)
 	}
 	r.cpuMicros = total / float64(len(data)) * 1e6
-	r.insideMicros = inside / float64(len(data))
-	r.wakeups = -1
+	r.insideMicros, r.wakeups = -1, -1
+	if inside >= 0 {
+		r.insideMicros = inside / float64(len(data))
+	}
 	if wakeups >= 0 {
 		r.wakeups = wakeups / float64(len(data))
 	}
@@ -172,4 +170,13 @@ func measure(ctx context.Context, c *cluster, d *design, data []send, cfg *confi
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 	r.p50, r.p99 = all[len(all)/2].Round(time.Microsecond), all[len(all)*99/100].Round(time.Microsecond)
 	return r, nil
+}
+
+// addKnown adds after − before to sum, a figure -1 meaning unknown: one
+// node that does not say makes the sum unknown.
+func addKnown(sum, after, before float64) float64 {
+	if sum < 0 || after < 0 || before < 0 {
+		return -1
+	}
+	return sum + after - before
 }

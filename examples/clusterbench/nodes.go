@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -223,21 +222,21 @@ func (c *cluster) flush(ctx context.Context) error {
 // usage is what one node has spent so far, from INFO.
 type usage struct {
 	cpu float64 // used_cpu_user + used_cpu_sys, in seconds
-	// inside is the µs spent inside the commands the store sends (INFO
-	// commandstats' usec, the bench's own commands left out): the rest of
-	// cpu is the event loop (reading and parsing requests, writing
-	// replies, the system calls of each wake-up) and the server's timers.
-	inside float64
-	// wakeups is the event loop's cycles (INFO stats eventloop_cycles);
-	// -1 when the server does not say (Redis before 7.2).
-	wakeups float64
+	// inside is the µs spent executing commands (INFO stats
+	// eventloop_duration_cmd_sum: a script once, the commands it calls
+	// included, which commandstats would count twice); the rest of cpu
+	// is the event loop (reading and parsing requests, writing replies,
+	// the system calls of each wake-up) and the server's timers. wakeups
+	// is the event loop's cycles (eventloop_cycles). Both are -1 when the
+	// server does not say (Redis before 7.2).
+	inside, wakeups float64
 }
 
 // usage is each node's usage so far.
 func (c *cluster) usage(ctx context.Context) ([]usage, error) {
 	var out []usage
 	for _, n := range c.nodes {
-		info, err := n.admin.Info(ctx, "cpu", "stats", "commandstats").Result()
+		info, err := n.admin.Info(ctx, "cpu", "stats").Result()
 		if err != nil {
 			return nil, err
 		}
@@ -246,36 +245,24 @@ func (c *cluster) usage(ctx context.Context) ([]usage, error) {
 	return out, nil
 }
 
-// benchCommands are the commands the bench sends itself (or the store only
-// when it connects): left out of usage.inside.
-var benchCommands = []string{"info", "flushall", "exists", "ping", "hello", "config", "cluster", "client", "command", "select"}
-
 func parseUsage(info string) usage {
-	u := usage{wakeups: -1}
+	u := usage{inside: -1, wakeups: -1}
 	var user, sys float64
 	for _, line := range strings.Split(info, "\r\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
 			continue
 		}
-		switch {
-		case k == "used_cpu_user":
-			user, _ = strconv.ParseFloat(v, 64)
-		case k == "used_cpu_sys":
-			sys, _ = strconv.ParseFloat(v, 64)
-		case k == "eventloop_cycles":
-			u.wakeups, _ = strconv.ParseFloat(v, 64)
-		case strings.HasPrefix(k, "cmdstat_"):
-			name, _, _ := strings.Cut(strings.TrimPrefix(k, "cmdstat_"), "|")
-			if slices.Contains(benchCommands, name) {
-				continue
-			}
-			for _, f := range strings.Split(v, ",") {
-				if key, val, _ := strings.Cut(f, "="); key == "usec" {
-					usec, _ := strconv.ParseFloat(val, 64)
-					u.inside += usec
-				}
-			}
+		f, _ := strconv.ParseFloat(v, 64)
+		switch k {
+		case "used_cpu_user":
+			user = f
+		case "used_cpu_sys":
+			sys = f
+		case "eventloop_duration_cmd_sum":
+			u.inside = f
+		case "eventloop_cycles":
+			u.wakeups = f
 		}
 	}
 	u.cpu = user + sys

@@ -72,7 +72,7 @@ func printReferences(w io.Writer, cfg *config) {
 
 func printTable(w io.Writer, cfg *config, t *table, decisions int) {
 	fmt.Fprintf(w, "\n### %s: %d decisions a design, medians of %d run%s\n\n", t.title(), decisions, cfg.runs, plural(cfg.runs))
-	fmt.Fprintf(w, "| design | decisions/s (measured) | Redis CPU µs a decision | × its reference | of which inside commands (× its reference) | event-loop wake-ups a decision | decisions/s a master on its own core | busiest master's share | coupon master's share | p50 / p99 |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| design | decisions/s (measured) | Redis CPU µs a decision | × its reference | of which executing commands (× its reference) | event-loop wake-ups a decision | decisions/s a master on its own core | busiest master's share | coupon master's share | p50 / p99 |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, d := range cfg.designs {
 		rs := t.results[d.name]
 		if len(rs) == 0 {
@@ -91,9 +91,12 @@ func printTable(w io.Writer, cfg *config, t *table, decisions int) {
 				coupon = "?"
 			}
 		}
-		inside := fmt.Sprintf("%.1f", medianOf(rs, func(r result) float64 { return r.insideMicros }))
-		if x, ok := t.ratioOf(d, func(r result) float64 { return r.insideMicros }); ok {
-			inside += fmt.Sprintf(" (%.2f ×)", x)
+		inside := "–"
+		if v := medianOf(rs, func(r result) float64 { return r.insideMicros }); v >= 0 {
+			inside = fmt.Sprintf("%.1f", v)
+			if x, ok := t.ratioOf(d, func(r result) float64 { return r.insideMicros }); ok {
+				inside += fmt.Sprintf(" (%.2f ×)", x)
+			}
 		}
 		wakeups := "–"
 		if w := medianOf(rs, func(r result) float64 { return r.wakeups }); w >= 0 {
