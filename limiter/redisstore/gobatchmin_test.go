@@ -21,8 +21,10 @@ type sentCommands struct {
 	mu     sync.Mutex
 	names  []string
 	rounds int
-	// scriptKeys is how many keys each freqcap.lua run carried.
-	scriptKeys []int
+	// scriptKeys is how many keys each freqcap.lua run carried, and
+	// scriptKeyNames the keys themselves, every run's in one list.
+	scriptKeys     []int
+	scriptKeyNames []string
 }
 
 func (h *sentCommands) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -59,6 +61,9 @@ func (h *sentCommands) note(cmds ...redis.Cmder) {
 				name = "freqcap"
 				n, _ := c.Args()[2].(int)
 				h.scriptKeys = append(h.scriptKeys, n)
+				for _, k := range c.Args()[3 : 3+n] {
+					h.scriptKeyNames = append(h.scriptKeyNames, argText(k))
+				}
 			}
 		}
 		h.names = append(h.names, name)

@@ -1,12 +1,17 @@
 package redisstore
 
 import (
+	"context"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/freqcap/caddy-freqcap/internal/redistest"
 	"github.com/freqcap/caddy-freqcap/limiter"
 	"github.com/freqcap/caddy-freqcap/limiter/internal/limitertest"
+	"github.com/redis/go-redis/v9"
 )
 
 // The hot keys cool down after their hold time and are never more than
@@ -95,4 +100,66 @@ func names(calls []*call) []string {
 		out = append(out, string(c.p.Key(&c.p.Sections[0])))
 	}
 	return out
+}
+
+// Single sends that meet a hot key in their lane batch: only the hot
+// recipient's decisions go to the script, the others' are decided in Go,
+// and every count is exact.
+func TestHotKeySendsOnlyItsDecisionsToTheScript(t *testing.T) {
+	rule := &limiter.Rule{Name: "hour", By: []string{"recipient"}, Limit: 3, Window: limiter.Window{Duration: time.Hour}}
+	at := limitertest.MustParse(t, "2026-05-01T10:00:00Z")
+	c := redistest.Client(t)
+	const prefix = "hot-split:"
+	// GoBatchMin 1: no batch goes to the script for being small; one
+	// batch in flight: no two batches of this store race on a key and
+	// make another key hot by a conflict. So only the hot key sends
+	// decisions there.
+	s := New(c, Options{Timeout: 5 * time.Second, Prefix: prefix, GoBatchMin: 1, InFlight: 1})
+	defer s.Close()
+	// Loaded first: a write that meets NOSCRIPT is sent again after its
+	// round trip, whose next read then finds its keys unwritten, a
+	// conflict this test does not look for.
+	for _, sc := range []*redis.Script{commitScript, freqcapScript} {
+		if err := sc.Load(context.Background(), c).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := &sentCommands{}
+	c.AddHook(sent)
+	hot := limiter.KeyFor(prefix, "recipient", "r3")
+	s.hot.mark(hot)
+	const each = 5 // sends a recipient, against a limit of 3
+	var wg sync.WaitGroup
+	admitted := make([]atomic.Int32, 8)
+	for round := 0; round < each; round++ {
+		for who := range admitted {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d := limitertest.MustDecide(t, s, limitertest.Req(at, limitertest.Vals{"recipient": "r" + strconv.Itoa(who)}, rule))
+				if d.Allowed {
+					admitted[who].Add(1)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for who := range admitted {
+		if got := admitted[who].Load(); got != 3 {
+			t.Errorf("r%d: %d of %d sends admitted, want 3", who, got, each)
+		}
+	}
+	if n := s.Conflicts(); n != 0 {
+		t.Fatalf("%d writes conflicted: the test needs none", n)
+	}
+	sent.mu.Lock()
+	defer sent.mu.Unlock()
+	if len(sent.scriptKeyNames) == 0 {
+		t.Fatal("no decision of the hot recipient went to the script")
+	}
+	for _, k := range sent.scriptKeyNames {
+		if k != hot {
+			t.Fatalf("the script decided %s beside the hot %s: want only the hot key's decisions there", k, hot)
+		}
+	}
 }
