@@ -145,6 +145,9 @@ type decidedInGo struct {
 	// cluster: the run is on a cluster master, and what commit.lua would
 	// write goes to commit_node.lua (masterwrite.go).
 	cluster bool
+	// sentAgain: the commit run met NOSCRIPT and went again, with EVAL,
+	// after its round trip.
+	sentAgain bool
 }
 
 // roundTrip makes one round trip off a cluster, on the store's one lane
@@ -189,30 +192,43 @@ func (l *lane) roundTrip(held *decidedInGo, calls []*call, perComponent bool) *d
 	var tm *redis.TimeCmd
 	var mg *redis.SliceCmd
 	var gets []*redis.StringCmd
-	_, perr := l.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		if held != nil {
-			ec = queueCommit(ctx, pipe, held)
-			queueNative(ctx, pipe, held, l.cluster)
-		}
-		if next != nil {
-			if needTime {
-				tm = pipe.Time(ctx)
+	var perr error
+	for {
+		_, perr = l.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			if held != nil {
+				ec = queueCommit(ctx, pipe, held)
+				queueNative(ctx, pipe, held, l.cluster)
 			}
-			switch {
-			case len(next.b.names) == 0: // a request may have no checks
-			case l.cluster:
-				gets = make([]*redis.StringCmd, len(next.b.names))
-				for i, name := range next.b.names {
-					gets[i] = pipe.Get(ctx, name)
+			if next != nil {
+				if needTime {
+					tm = pipe.Time(ctx)
 				}
-			default:
-				mg = pipe.MGet(ctx, next.b.names...)
+				switch {
+				case len(next.b.names) == 0: // a request may have no checks
+				case l.cluster:
+					gets = make([]*redis.StringCmd, len(next.b.names))
+					for i, name := range next.b.names {
+						gets[i] = pipe.Get(ctx, name)
+					}
+				default:
+					mg = pipe.MGet(ctx, next.b.names...)
+				}
 			}
+			return nil
+		})
+		if held == nil {
+			break
 		}
-		return nil
-	})
-	if held != nil {
-		s.finishWrite(held, ec, perr)
+		late := s.finishWrite(held, ec, perr)
+		held = nil
+		if !late || next == nil {
+			break
+		}
+		// held wrote after this round trip (its script loaded again, or
+		// its refused decisions decided again in the script), so next's
+		// read may predate those writes, and its own write would find
+		// their keys changed: read again.
+		ec, tm, mg, gets = nil, nil, nil, nil
 	}
 	if next == nil {
 		return nil
@@ -409,18 +425,21 @@ func componentsOf(calls []*call, b *readBatch) (byCall, byKey []int32, packed []
 // it answers the calls; a key changed since the read, it decides again in
 // the script the calls the write refused (see refused, nativeAnswers); a
 // cluster master that ran nothing of it (a key's slot moved), the same;
-// failed, it fails them.
-func (s *Store) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
+// failed, it fails them. It reports whether it wrote anything after the
+// round trip (the script sent again, or decisions decided again).
+func (s *Store) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) (late bool) {
 	again, redo := s.commitAnswer(held, ec, perr)
 	if held.b == nil {
-		return // failed whole, and finished
+		return held.sentAgain // failed whole, and finished
 	}
 	changed, redoNative := s.nativeAnswers(held, perr)
 	again, redo = append(again, changed...), append(redo, redoNative...)
 	if len(again) > 0 {
 		s.conflicts.Add(1)
 	}
+	late = held.sentAgain
 	if again = append(again, redo...); len(again) > 0 {
+		late = true
 		if held.cluster {
 			s.scriptAgain(held.ctx, again)
 		} else {
@@ -431,6 +450,7 @@ func (s *Store) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) {
 		}
 	}
 	held.done()
+	return late
 }
 
 // commitAnswer reads the answer of held's commit run (ec; nil when it had
@@ -452,6 +472,7 @@ func (s *Store) commitAnswer(held *decidedInGo, ec *redis.Cmd, perr error) (agai
 		// The script cache was emptied (a restart, SCRIPT FLUSH, a new
 		// master): nothing was written. Run loads it again.
 		src, _, keys, args := held.commitRun()
+		held.sentAgain = true
 		ec = s.evalScript(held.ctx, src, keys, args...)
 		err = answered(ec, ec.Val() != nil, nil)
 	}
