@@ -59,23 +59,30 @@ func (h *hotKeys) touching(batch []*call, all bool) int {
 	now := h.now()
 	n := 0
 	for _, c := range batch {
-		for si := range c.p.Sections {
-			key := c.p.Key(&c.p.Sections[si])
-			until, ok := h.until[string(key)]
-			if !ok {
-				continue
-			}
-			if !now.Before(until) {
-				delete(h.until, string(key))
-				continue
-			}
+		if h.reads(c, now) {
 			if n++; !all {
 				return n
 			}
-			break
 		}
 	}
 	return n
+}
+
+// reads reports whether c reads a key hot at now, and forgets the keys of
+// c that have cooled down. h.mu is held.
+func (h *hotKeys) reads(c *call, now time.Time) bool {
+	for si := range c.p.Sections {
+		key := c.p.Key(&c.p.Sections[si])
+		until, ok := h.until[string(key)]
+		if !ok {
+			continue
+		}
+		if now.Before(until) {
+			return true
+		}
+		delete(h.until, string(key))
+	}
+	return false
 }
 
 // split parts a batch of independent decisions into those decided in the
@@ -101,18 +108,7 @@ func (h *hotKeys) split(batch []*call) (hot, rest []*call) {
 	var scripted map[string]bool // the keys of the hot part
 	inHot := make([]bool, len(batch))
 	for i, c := range batch {
-		for si := range c.p.Sections {
-			key := c.p.Key(&c.p.Sections[si])
-			until, ok := h.until[string(key)]
-			if !ok {
-				continue
-			}
-			if !now.Before(until) {
-				delete(h.until, string(key))
-				continue
-			}
-			inHot[i] = true
-		}
+		inHot[i] = h.reads(c, now)
 	}
 	h.mu.Unlock()
 	// Close over shared keys: a key added in a pass may be read by a call

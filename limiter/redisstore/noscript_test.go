@@ -2,9 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,26 +27,7 @@ func TestWriteSentAgainIsReadAfter(t *testing.T) {
 			t.Fatal(err)
 		}
 		at := limitertest.MustParse(t, "2026-05-01T10:00:00Z").Add(time.Duration(round) * 2 * time.Hour)
-		admitted := make([]atomic.Int32, recipients)
-		var wg sync.WaitGroup
-		for i := 0; i < each; i++ {
-			for who := range admitted {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					d := limitertest.MustDecide(t, s, limitertest.Req(at, limitertest.Vals{"recipient": "r" + strconv.Itoa(who)}, rule))
-					if d.Allowed {
-						admitted[who].Add(1)
-					}
-				}()
-			}
-		}
-		wg.Wait()
-		for who := range admitted {
-			if got := admitted[who].Load(); got != 3 {
-				t.Fatalf("round %d, r%d: %d of %d sends admitted, want 3", round, who, got, each)
-			}
-		}
+		burst(t, s, at, rule, recipients, each)
 	}
 	if n := s.Conflicts(); n != 0 {
 		t.Fatalf("%d writes found a key changed after a write was sent again", n)
