@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"bytes"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/freqcap/caddy-freqcap/internal/bodycodec"
@@ -20,6 +21,9 @@ func FuzzEncodedBody(f *testing.F) {
 	f.Add([]byte(`[{"to":"a","body":"x"},{"to":["b","c"]}]`), uint8(0), uint16(0), uint32(0))
 	f.Add([]byte(`{"to":"a"}`), uint8(3), uint16(3), uint32(5))
 	f.Add([]byte(`[1,2,3`), uint8(1), uint16(0), uint32(100))
+	// A zstd body decoding past max_body is 413, as it is plain (it was
+	// once a 400 "not valid zstd").
+	f.Add([]byte(`[`+strings.Repeat(`{"to":"a","body":"x"},`, 10)+`1]`), uint8(3), uint16(0), uint32(106))
 	f.Fuzz(func(t *testing.T, plain []byte, which uint8, cut uint16, maxBodyN uint32) {
 		c := fzCodings[int(which)%len(fzCodings)]
 		maxBody := fzMaxBody(maxBodyN)

@@ -18,6 +18,10 @@ import (
 // corrupt for HTTP.
 const maxZstdWindow = 8 << 20
 
+// maxZstdBlock is the most one zstd block decodes to (RFC 8878,
+// 3.1.1.2.3), with the few bytes more the decoder asks of its buffer.
+const maxZstdBlock = 128<<10 + 64
+
 // Decode returns src decoded from c, and the coding it found (RawDeflate
 // for a "deflate" body that has no zlib header; given RawDeflate, it reads
 // raw deflate only). The output is at most
@@ -163,9 +167,9 @@ func flateReader(src []byte) (io.Reader, func()) {
 // at most limit. (A streaming reader allocates the window a frame
 // declares, 8 MiB for a 9-byte body, which sixteen concurrent senders made
 // 135 MiB.) The buffer starts at the content size the frame declares, or
-// four times the body, and grows fourfold up to limit when a frame
-// without a size outgrows it: each try decodes again, at most twice the
-// work in all.
+// four times the body, and grows fourfold up to limit (and one block past
+// it, below) when a frame without a size outgrows it: each try decodes
+// again, at most twice the work in all.
 func zstdDecode(src []byte, limit int64) ([]byte, error) {
 	zr, _ := zstdPool.Get().(*zstd.Decoder)
 	var err error
@@ -193,14 +197,25 @@ func zstdDecode(src []byte, limit int64) ([]byte, error) {
 	for {
 		out, err := zr.DecodeAll(src, make([]byte, 0, size))
 		switch {
-		case errors.Is(err, zstd.ErrDecoderSizeExceeded) && size <= limit:
-			size = min(size*4, limit+1)
-			continue
-		case errors.Is(err, zstd.ErrDecoderSizeExceeded), err == nil && int64(len(out)) > limit:
+		case int64(len(out)) > limit:
 			return nil, ErrTooLarge
-		case err != nil:
+		case err == nil:
+			return out, nil
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded) && size > limit:
+			return nil, ErrTooLarge
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded):
+			size = min(size*4, limit+1)
+		case size-int64(len(out)) < maxZstdBlock && size <= limit+maxZstdBlock:
+			// The room left may be what stopped it: the decoder reports
+			// a block that does not fit it as a corrupt block ("output
+			// bigger than max block size") as often as by
+			// ErrDecoderSizeExceeded. Past the limit there is room for
+			// one whole block more, so that a body too large shows it
+			// by its length (what decoded before an error is returned)
+			// and an error with room to spare is the body's own.
+			size = min(size*4, limit+1+maxZstdBlock)
+		default:
 			return nil, corrupt(Zstd, err)
 		}
-		return out, nil
 	}
 }

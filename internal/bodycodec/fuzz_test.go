@@ -8,8 +8,9 @@ import (
 
 // FuzzDecode feeds Decode random bodies in every coding, whole, cut short
 // and as raw bytes: it never panics, never returns more than the limit,
-// always returns one of its three errors when it fails, and reads back
-// exactly what Encode wrote.
+// always returns one of its three errors when it fails, reads back
+// exactly what Encode wrote, and calls a whole body that decodes past the
+// limit ErrTooLarge.
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`[{"to":"ExponentPushToken[a]","body":"x"}]`), uint8(1), uint16(0), uint16(1000))
 	f.Add([]byte("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), uint8(4), uint16(5), uint16(10))
@@ -42,7 +43,13 @@ func FuzzDecode(f *testing.F) {
 			if !raw && cut == 0 && len(plain) <= int(limit) {
 				t.Fatalf("%v: what Encode wrote did not decode: %v", c, err)
 			}
+			if !raw && cut == 0 && !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("%v: %d bytes over the limit %d: %v, want ErrTooLarge", c, len(plain), limit, err)
+			}
 			return
+		}
+		if !raw && cut == 0 && len(plain) > int(limit) {
+			t.Fatalf("%v: %d bytes decoded with the limit %d", c, len(plain), limit)
 		}
 		if !raw && cut == 0 && !bytes.Equal(got, plain) {
 			t.Fatalf("%v: round trip changed the body", c)
