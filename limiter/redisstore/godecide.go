@@ -141,7 +141,10 @@ type decidedInGo struct {
 	// component go in native, not in names (nativewrite.go).
 	writeNative bool
 	node        string
-	native      []nativeKey
+	// client is the lane's: a commit run that met NOSCRIPT goes again
+	// where it went, the master that made the read.
+	client pipeliner
+	native []nativeKey
 	// cluster: the run is on a cluster master, and what commit.lua would
 	// write goes to commit_node.lua (masterwrite.go).
 	cluster bool
@@ -170,7 +173,7 @@ func (l *lane) roundTrip(held *decidedInGo, calls []*call, perComponent bool) *d
 	var next *decidedInGo
 	needTime := false
 	if calls != nil {
-		next = &decidedInGo{calls: calls, b: readBatches.Get().(*readBatch), perComponent: perComponent || l.cluster, node: l.node, cluster: l.cluster}
+		next = &decidedInGo{calls: calls, b: readBatches.Get().(*readBatch), perComponent: perComponent || l.cluster, node: l.node, client: l.client, cluster: l.cluster}
 		next.writeNative = calls[0].op != opPeek && l.native()
 		next.ctx, next.cancel = context.WithTimeout(context.Background(), s.opts.Timeout)
 		for _, c := range calls {
@@ -473,7 +476,16 @@ func (s *Store) commitAnswer(held *decidedInGo, ec *redis.Cmd, perr error) (agai
 		// master): nothing was written. Run loads it again.
 		src, _, keys, args := held.commitRun()
 		held.sentAgain = true
-		ec = s.evalScript(held.ctx, src, keys, args...)
+		if held.cluster {
+			// To the master itself: the cluster client's slot map may
+			// name another node for the key now, or still (a master
+			// just removed answers CLUSTERDOWN); the master answers
+			// MOVED when the slot has left it, and the calls are
+			// decided again in the script.
+			ec = evalOnce(held.ctx, held.client, src, keys, args)
+		} else {
+			ec = s.evalScript(held.ctx, src, keys, args...)
+		}
 		err = answered(ec, ec.Val() != nil, nil)
 	}
 	if err == nil {

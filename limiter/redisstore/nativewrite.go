@@ -202,16 +202,11 @@ func unknownSyntax(err error) bool {
 }
 
 // notRunHere reports whether err is a cluster node declining a command it
-// did not run: the slot is elsewhere or moving (MOVED, ASK, TRYAGAIN), the
-// cluster is down, the node is a replica now (READONLY), it is loading,
-// or an ACL refused it.
+// did not run: a refusal of refusalCodes (the slot is elsewhere or moving,
+// the cluster is down, the node is a replica now, or loading), as go-redis
+// returns it or as classify wraps it (a write's error is classified when
+// it is read, and go-redis's own tests do not see through that), or an
+// ACL's NOPERM.
 func notRunHere(err error) bool {
-	if _, ok := redis.IsMovedError(err); ok {
-		return true
-	}
-	if _, ok := redis.IsAskError(err); ok {
-		return true
-	}
-	return redis.IsTryAgainError(err) || redis.IsClusterDownError(err) || redis.IsReadOnlyError(err) ||
-		redis.HasErrorPrefix(err, "LOADING") || redis.HasErrorPrefix(err, "NOPERM")
+	return refusedBeforeRunning(err) || redis.HasErrorPrefix(err, "NOPERM")
 }

@@ -431,3 +431,23 @@ func recipientRules(rules []*limiter.Rule) []*limiter.Rule {
 	}
 	return out
 }
+
+// notRunHere knows a node's refusal both as go-redis returns it and as
+// classify wraps it (a write's error is classified when it is read): a
+// CLUSTERDOWN taken for a failure failed a batch that the script, on a
+// reloaded slot map, would have decided. NOPERM is known as go-redis
+// returns it (classify makes it ErrNoPermission, a failure). A script's
+// own error is neither.
+func TestNotRunHereSeesThroughClassify(t *testing.T) {
+	for _, msg := range []string{"CLUSTERDOWN Hash slot not served", "MOVED 11097 127.0.0.1:7001", "ASK 11097 127.0.0.1:7001", "TRYAGAIN Multiple keys request during rehashing of slot", "READONLY You can't write against a read only replica.", "LOADING Redis is loading the dataset in memory"} {
+		if err := serverErr(msg); !notRunHere(err) || !notRunHere(classify(err)) {
+			t.Errorf("%q: not run here %v, classified %v; want both", msg, notRunHere(err), notRunHere(classify(err)))
+		}
+	}
+	if !notRunHere(serverErr("NOPERM this user has no permissions to run the 'evalsha' command")) {
+		t.Errorf("NOPERM not known")
+	}
+	if err := serverErr("ERR user_script:1: boom script: 1"); notRunHere(err) || notRunHere(classify(err)) {
+		t.Errorf("a script's error taken for a refusal")
+	}
+}

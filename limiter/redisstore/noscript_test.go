@@ -2,12 +2,16 @@ package redisstore
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/freqcap/caddy-freqcap/internal/redistest"
 	"github.com/freqcap/caddy-freqcap/limiter"
 	"github.com/freqcap/caddy-freqcap/limiter/internal/limitertest"
+	"github.com/freqcap/caddy-freqcap/lua"
 )
 
 // A write whose script the server no longer holds (a restart, SCRIPT
@@ -31,5 +35,69 @@ func TestWriteSentAgainIsReadAfter(t *testing.T) {
 	}
 	if n := s.Conflicts(); n != 0 {
 		t.Fatalf("%d writes found a key changed after a write was sent again", n)
+	}
+}
+
+// A cluster master's write that meets NOSCRIPT (the master restarted, or
+// its scripts were flushed) goes again to that master, on its own client:
+// the cluster client's slot map may name another node for the key by then,
+// or still (a master just removed answers CLUSTERDOWN), which failed
+// TestRemovedMasterInStaleSlotMap now and then. With every master's
+// scripts flushed before each burst, every commit_node.lua EVAL goes on a
+// master's client, none through the cluster client, and every count stays
+// exact.
+func TestMasterWriteSentAgainOnItsMaster(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	cl := clusterConfigClient(t, c, 5*time.Second)().(*redis.ClusterClient)
+	viaCluster, viaMaster := &commitNodeEvals{}, &commitNodeEvals{}
+	cl.AddHook(viaCluster)
+	cl.OnNewNode(func(n *redis.Client) { n.AddHook(viaMaster) })
+	// Writes through commit_node.lua whatever the server (no SET … IFEQ),
+	// and lone decisions decided in Go.
+	s := New(cl, Options{Timeout: 5 * time.Second, Prefix: "noscriptc:", GoBatchMin: 1, NoNativeWrite: true})
+	defer s.Close()
+	rule := &limiter.Rule{Name: "hour", By: []string{"recipient"}, Limit: 3, Window: limiter.Window{Duration: time.Hour}}
+	const rounds, recipients, each = 5, 12, 5
+	for round := 0; round < rounds; round++ {
+		for _, m := range c.Masters(t) {
+			if err := m.Admin().ScriptFlush(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		at := limitertest.MustParse(t, "2026-05-01T10:00:00Z").Add(time.Duration(round) * 2 * time.Hour)
+		burst(t, s, at, rule, recipients, each)
+	}
+	if viaMaster.n.Load() == 0 {
+		t.Fatalf("no write met NOSCRIPT: the test did not test")
+	}
+	if n := viaCluster.n.Load(); n != 0 {
+		t.Errorf("%d commit_node.lua runs went again through the cluster client's slot map", n)
+	}
+}
+
+// commitNodeEvals counts the EVALs of commit_node.lua a client sends.
+type commitNodeEvals struct{ n atomic.Int64 }
+
+func (h *commitNodeEvals) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *commitNodeEvals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.note(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *commitNodeEvals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.note(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+func (h *commitNodeEvals) note(cmds ...redis.Cmder) {
+	for _, c := range cmds {
+		if c.Name() == "eval" && argText(c.Args()[1]) == lua.CommitNode {
+			h.n.Add(1)
+		}
 	}
 }

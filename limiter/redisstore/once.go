@@ -90,6 +90,16 @@ func (s *Store) sendScript(ctx context.Context, verb, script string, keys []stri
 	return cmd
 }
 
+// evalOnce sends EVAL of src on client in a pipeline of its own, sent
+// once: a cluster master's own client, for a write that must run there.
+func evalOnce(ctx context.Context, client pipeliner, src string, keys []string, args []any) *redis.Cmd {
+	cmd := scriptCmd(ctx, "eval", src, keys, args)
+	_, _ = client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		return pipe.Process(ctx, sent(cmd, true))
+	})
+	return cmd
+}
+
 // scriptCmd is EVAL or EVALSHA of script over keys and args.
 func scriptCmd(ctx context.Context, verb, script string, keys []string, args []any) *redis.Cmd {
 	a := make([]any, 3, 3+len(keys)+len(args))
