@@ -12,6 +12,7 @@ import (
 
 	"github.com/freqcap/caddy-freqcap/internal/redistest"
 	"github.com/freqcap/caddy-freqcap/limiter/internal/limitertest"
+	"github.com/freqcap/caddy-freqcap/lua"
 )
 
 // sentCommands records the name of every command a client sends, and in
@@ -54,6 +55,10 @@ func (h *sentCommands) note(cmds ...redis.Cmder) {
 			continue
 		case "command": // the store asking the node whether SET has IFEQ
 			continue
+		case "eval":
+			if argText(c.Args()[1]) == lua.CommitNode {
+				name = "eval commit_node"
+			}
 		case "evalsha":
 			if sha, _ := c.Args()[1].(string); sha == commitScript.Hash() {
 				name = "commit"
