@@ -92,7 +92,15 @@ func TestRedisConfigSentinel(t *testing.T) {
 		t.Fatalf("bob's key is not on the master the sentinel names")
 	}
 	// Wait for the replica to hold the writes, as a failover needs them.
-	if n, err := master.Wait(ctx, 1, time.Second).Result(); err != nil || n != 1 {
+	// WAIT counts the replicas that hold this connection's own writes; on
+	// a connection that has written nothing it may return at once (Valkey
+	// 8.0.1 did, under load, and the promoted replica lacked bob's key in
+	// 3 runs of 20): a write of its own, after the store's in the one
+	// replication stream, makes it wait for theirs.
+	if err := master.Set(ctx, "sentinel-test:barrier", "1", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := master.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n != 1 {
 		t.Fatalf("WAIT for the replica: %d %v", n, err)
 	}
 
