@@ -65,3 +65,28 @@ func TestZstdWindowCostsWhatItHolds(t *testing.T) {
 		t.Fatalf("past the limit: %v; want ErrTooLarge", err)
 	}
 }
+
+// A corrupt zstd body is answered at once, in the buffer its first try
+// took: only the decoder's words for a block that did not fit the room
+// left make the buffer grow (see outgrew). A hundred small corrupt bodies
+// allocate under a MiB in all (growing on every error, each took over
+// 200 KB).
+func TestCorruptZstdCostsWhatItTook(t *testing.T) {
+	enc, _ := Encode(Zstd, []byte(`{"to":"ExponentPushToken[xxxxxxxxxxxxxxxxxxxxxx]","body":"hello"}`))
+	bad := bytes.Clone(enc)
+	for i := 8; i < len(bad); i++ { // past the magic and the frame header
+		bad[i] ^= 0x5a
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range 100 {
+		if _, _, err := Decode(Zstd, bad, 1<<20); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("a corrupt body: %v; want ErrCorrupt", err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Errorf("100 decodes of a corrupt %d-byte body allocated %d KiB", len(bad), got>>10)
+	}
+}
