@@ -140,14 +140,11 @@ type decidedInGo struct {
 	// writeNative: the node takes SET … IFEQ, so the keys alone in their
 	// component go in native, not in names (nativewrite.go).
 	writeNative bool
-	node        string
-	// client is the lane's: a commit run that met NOSCRIPT goes again
-	// where it went, the master that made the read.
-	client pipeliner
-	native []nativeKey
-	// cluster: the run is on a cluster master, and what commit.lua would
-	// write goes to commit_node.lua (masterwrite.go).
-	cluster bool
+	native      []nativeKey
+	// lane made the read: its node's write path, and on a cluster
+	// (lane.cluster) what commit.lua would write goes to commit_node.lua
+	// on that master (masterwrite.go), again there after NOSCRIPT.
+	lane *lane
 	// sentAgain: the commit run met NOSCRIPT and went again, with EVAL,
 	// after its round trip.
 	sentAgain bool
@@ -173,7 +170,7 @@ func (l *lane) roundTrip(held *decidedInGo, calls []*call, perComponent bool) *d
 	var next *decidedInGo
 	needTime := false
 	if calls != nil {
-		next = &decidedInGo{calls: calls, b: readBatches.Get().(*readBatch), perComponent: perComponent || l.cluster, node: l.node, client: l.client, cluster: l.cluster}
+		next = &decidedInGo{calls: calls, b: readBatches.Get().(*readBatch), perComponent: perComponent || l.cluster, lane: l}
 		next.writeNative = calls[0].op != opPeek && l.native()
 		next.ctx, next.cancel = context.WithTimeout(context.Background(), s.opts.Timeout)
 		for _, c := range calls {
@@ -443,7 +440,7 @@ func (s *Store) finishWrite(held *decidedInGo, ec *redis.Cmd, perr error) (late 
 	late = held.sentAgain
 	if again = append(again, redo...); len(again) > 0 {
 		late = true
-		if held.cluster {
+		if held.lane.cluster {
 			s.scriptAgain(held.ctx, again)
 		} else {
 			for _, c := range again {
@@ -476,13 +473,14 @@ func (s *Store) commitAnswer(held *decidedInGo, ec *redis.Cmd, perr error) (agai
 		// master): nothing was written. Run loads it again.
 		src, _, keys, args := held.commitRun()
 		held.sentAgain = true
-		if held.cluster {
+		if held.lane.cluster {
 			// To the master itself: the cluster client's slot map may
 			// name another node for the key now, or still (a master
 			// just removed answers CLUSTERDOWN); the master answers
 			// MOVED when the slot has left it, and the calls are
 			// decided again in the script.
-			ec = evalOnce(held.ctx, held.client, src, keys, args)
+			ec = scriptCmd(held.ctx, "eval", src, keys, args)
+			sendAlone(held.ctx, held.lane.client, ec, true)
 		} else {
 			ec = s.evalScript(held.ctx, src, keys, args...)
 		}
@@ -492,7 +490,7 @@ func (s *Store) commitAnswer(held *decidedInGo, ec *redis.Cmd, perr error) (agai
 		return s.refused(held, ec), nil
 	}
 	native := inNative(held)
-	if held.cluster && notOnThisMaster(err) {
+	if held.lane.cluster && notOnThisMaster(err) {
 		for i, c := range held.calls {
 			if native == nil || !native[i] {
 				redo = append(redo, c)

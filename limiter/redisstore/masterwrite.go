@@ -24,7 +24,7 @@ var commitNodeScript = redis.NewScript(lua.CommitNode)
 // commitRun is the write of what the native write does not take: KEYS
 // and ARGV of commit.lua off a cluster, of commit_node.lua on one.
 func (run *decidedInGo) commitRun() (src, hash string, keys []string, args []any) {
-	if !run.cluster {
+	if !run.lane.cluster {
 		return lua.Commit, commitScript.Hash(), run.names, run.args
 	}
 	n := len(run.names)
@@ -45,7 +45,7 @@ func queueCommit(ctx context.Context, pipe redis.Pipeliner, run *decidedInGo) *r
 	}
 	_, hash, keys, args := run.commitRun()
 	cmd := scriptCmd(ctx, "evalsha", hash, keys, args)
-	_ = pipe.Process(ctx, sent(cmd, run.cluster))
+	_ = pipe.Process(ctx, sent(cmd, run.lane.cluster))
 	return cmd
 }
 

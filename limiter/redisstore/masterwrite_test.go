@@ -36,7 +36,7 @@ func testCommitNodeStopsAtAKeyElsewhere(t *testing.T, c *redistest.Cluster) {
 		cl.Del(ctx, k)
 	}
 	commit := func(names ...string) ([]any, error) {
-		run := &decidedInGo{cluster: true, names: names}
+		run := &decidedInGo{lane: &lane{cluster: true}, names: names}
 		for range names {
 			run.args = append(run.args, "", "new", "60000")
 		}

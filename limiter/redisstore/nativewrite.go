@@ -136,7 +136,7 @@ func (s *Store) nativeAnswers(run *decidedInGo, perr error) (again, redo []*call
 			s.hot.mark(k.name)
 			fate[k.comp] = max(fate[k.comp], changed)
 		case err != nil && unknownSyntax(err):
-			s.caps.demote(run.node, "SET … IFEQ refused ("+err.Error()+"): the node has no native compare-and-set")
+			s.caps.demote(run.lane.node, "SET … IFEQ refused ("+err.Error()+"): the node has no native compare-and-set")
 			fate[k.comp] = max(fate[k.comp], notRun)
 		case err != nil && notRunHere(err):
 			fate[k.comp] = max(fate[k.comp], notRun)

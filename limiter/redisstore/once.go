@@ -84,20 +84,16 @@ func (s *Store) sendScript(ctx context.Context, verb, script string, keys []stri
 		_ = p.Process(ctx, cmd)
 		return cmd
 	}
-	_, _ = s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		return pipe.Process(ctx, sent(cmd, s.cluster))
-	})
+	sendAlone(ctx, s.client, cmd, s.cluster)
 	return cmd
 }
 
-// evalOnce sends EVAL of src on client in a pipeline of its own, sent
-// once: a cluster master's own client, for a write that must run there.
-func evalOnce(ctx context.Context, client pipeliner, src string, keys []string, args []any) *redis.Cmd {
-	cmd := scriptCmd(ctx, "eval", src, keys, args)
+// sendAlone sends cmd on client in a pipeline of its own; on a cluster
+// (the cluster client, or a master's own) sent once.
+func sendAlone(ctx context.Context, client pipeliner, cmd redis.Cmder, cluster bool) {
 	_, _ = client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		return pipe.Process(ctx, sent(cmd, true))
+		return pipe.Process(ctx, sent(cmd, cluster))
 	})
-	return cmd
 }
 
 // scriptCmd is EVAL or EVALSHA of script over keys and args.
