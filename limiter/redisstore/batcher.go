@@ -8,13 +8,15 @@ import (
 )
 
 // This file is the Redis store's batcher: decisions queue as calls on a
-// lane (one server's queue, lane.go), and InFlight loops a lane each take
-// what is waiting and decide it together, in Go (godecide.go) or in the
-// script (wire.go).
+// lane (one server's, lane.go), each on the queue of one of the lane's
+// InFlight loops (the one its first key names), and each loop takes what
+// waits in its queue and decides it together, in Go (godecide.go) or in
+// the script (wire.go).
 
 // batchLoop is one loop's state between batches.
 type batchLoop struct {
 	l *lane
+	q chan *call // the loop's queue on its lane
 	// pending is a call taken from the queue that did not fit the last
 	// batch (another op): it starts the next one.
 	pending *call
@@ -91,19 +93,19 @@ func (l *lane) script(ctx context.Context, calls []*call) {
 // returns nil at once when no call waits; with it, it waits for one, and
 // returns nil when the store is closed.
 func (bl *batchLoop) collect(block bool) []*call {
-	s, l := bl.l.s, bl.l
+	s := bl.l.s
 	first := bl.pending
 	bl.pending = nil
 	if first == nil {
 		if block {
 			select {
-			case first = <-l.batches:
+			case first = <-bl.q:
 			case <-s.stop:
 				return nil
 			}
 		} else {
 			select {
-			case first = <-l.batches:
+			case first = <-bl.q:
 			default:
 				return nil
 			}
@@ -117,7 +119,7 @@ func (bl *batchLoop) collect(block bool) []*call {
 	runtime.Gosched()
 	for len(batch) < s.opts.MaxBatch {
 		select {
-		case c := <-l.batches:
+		case c := <-bl.q:
 			if c.op != first.op {
 				bl.pending = c
 				return batch
@@ -192,7 +194,7 @@ func (s *Store) queue(ctx context.Context, calls []*call, l *lane, lanes []*lane
 			l = lanes[i]
 		}
 		select {
-		case l.batches <- c:
+		case l.queueOf(c) <- c:
 		case <-timer.C:
 			return s.timedOut()
 		case <-ctx.Done():
