@@ -15,8 +15,16 @@ import (
 // design is one way of deciding the data set.
 type design struct {
 	name string
-	// onCluster decides on the cluster; otherwise on the standalone server.
+	// onCluster decides on the cluster (or with sharded on as many
+	// standalone servers as it has masters), once for each -masters count;
+	// otherwise on the standalone server.
 	onCluster bool
+	// sharded decides single sends on standalone servers, as many as the
+	// cluster's masters and on the same core, each recipient's on the
+	// server its number picks, through a store a server (sharding done by
+	// the gateway): a control that tells what the cluster costs from what
+	// splitting the same callers over several servers on one core costs.
+	sharded bool
 	// ref names the standalone design that a cluster design's Redis CPU a
 	// decision is compared with, run by run; "" for a reference itself.
 	ref string
@@ -37,6 +45,7 @@ type design struct {
 var designs = []design{
 	{name: "standalone"},
 	{name: "seed", onCluster: true, ref: "standalone"},
+	{name: "sharded", onCluster: true, sharded: true, ref: "standalone"},
 	{name: "seed+campaign", onCluster: true, ref: "standalone", campaign: true},
 	{name: "seed+coupon", onCluster: true, ref: "standalone", coupon: true, lease: true},
 	{name: "seed+coupon-unleased", onCluster: true, ref: "standalone", coupon: true},

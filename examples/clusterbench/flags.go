@@ -117,6 +117,17 @@ func (cfg *config) onCluster() bool {
 	return false
 }
 
+// sharded reports whether any chosen design runs on sharded standalone
+// servers.
+func (cfg *config) sharded() bool {
+	for _, d := range cfg.designs {
+		if d.sharded {
+			return true
+		}
+	}
+	return false
+}
+
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v

@@ -16,11 +16,17 @@
 //
 //	standalone             the seed config on the standalone server, single
 //	                       sends, as the store decides there (in Go,
-//	                       batched): the reference of seed, seed+campaign
-//	                       and seed+coupon
+//	                       batched): the reference of seed, sharded,
+//	                       seed+campaign and seed+coupon
 //	seed                   the seed config, single sends: decided on the
 //	                       recipient's master's lane, with the others
 //	                       waiting there
+//	sharded                the seed config, single sends, on as many
+//	                       standalone servers as the cluster has masters,
+//	                       on the same core, each with its own store (the
+//	                       gateway shards by recipient): a control that
+//	                       shows what splitting the callers over several
+//	                       servers on one core costs without a cluster
 //	seed+campaign          the seed config and a budget per campaign (10
 //	                       campaigns): a second run on the campaign's
 //	                       master, reserved and rolled back on a denial (a
@@ -192,10 +198,21 @@ func runOn(ctx context.Context, cfg *config, count int, standalone *cluster, dat
 		t.version = c.version
 		logger.Printf("cluster of %d master%s (%s) on core %q", count, plural(count), c.version, cfg.core)
 	}
+	var shards *cluster
+	if count > 0 && cfg.sharded() {
+		if shards, err = startCluster(ctx, cfg, count, false, logger); err != nil {
+			return nil, fmt.Errorf("starting %d standalone servers: %w", count, err)
+		}
+		defer func() { err = errors.Join(err, shards.stop()) }()
+		logger.Printf("%d standalone server%s for sharded on core %q", count, plural(count), cfg.core)
+	}
 	for run := 0; run < cfg.runs; run++ {
 		for _, d := range cfg.designs {
 			target := standalone
-			if d.onCluster {
+			switch {
+			case d.sharded:
+				target = shards
+			case d.onCluster:
 				target = c
 			}
 			if err := target.flush(ctx); err != nil {

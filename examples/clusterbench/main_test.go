@@ -39,7 +39,7 @@ func TestRejectsBeforeStarting(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-designs", "seed,foo"}, `-designs: unknown design "foo" (known: standalone, seed, seed+campaign, seed+coupon, seed+coupon-unleased, standalone-batch, batch-all, standalone-batch-each, batch-each)`},
+		{[]string{"-designs", "seed,foo"}, `-designs: unknown design "foo" (known: standalone, seed, sharded, seed+campaign, seed+coupon, seed+coupon-unleased, standalone-batch, batch-all, standalone-batch-each, batch-each)`},
 		{[]string{"-lease", "100000"}, "-coupon-limit, -lease: "},
 		{[]string{"-lease-term", "0s"}, "-lease-term: 0s: must be positive"},
 		{[]string{"-designs", "seed,seed"}, "-designs: seed listed twice"},
@@ -283,4 +283,41 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.buf.String()
+}
+
+// shardedLine is the log line of a sharded run: its shares, a server each.
+var shardedLine = regexp.MustCompile(`masters 2 run 1 sharded .* shares (\d+)%/(\d+)% `)
+
+// The sharded control runs on standalone servers of its own, as many as
+// the masters, each taking its share of the recipients, and they are
+// stopped with the rest.
+func TestShardedDecidesOnEveryServerAndStopsThem(t *testing.T) {
+	server := needServer(t)
+	b := startBench(t, server, "-masters", "2", "-designs", "sharded", "-recipients", "300", "-runs", "1")
+	if err := b.wait(t, 60*time.Second); err != nil {
+		t.Fatalf("exit: %v; stderr:\n%s", err, b.stderr.String())
+	}
+	log := b.stderr.String()
+	if !strings.Contains(log, "2 standalone servers for sharded") {
+		t.Errorf("no standalone servers started for sharded:\n%s", log)
+	}
+	m := shardedLine.FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no sharded run with a share a server:\n%s", log)
+	}
+	for _, share := range m[1:] {
+		if share == "0" {
+			t.Errorf("a server took no decisions: shares %s%%/%s%%", m[1], m[2])
+		}
+	}
+	// The standalone reference, 2 masters, 2 shards.
+	if started := b.started(); len(started) != 5 {
+		t.Errorf("started %d servers, want 5; stderr:\n%s", len(started), log)
+	}
+	for _, s := range b.started() {
+		if !strings.Contains(log, "stopped pid "+strconv.Itoa(s.pid)+" ") {
+			t.Errorf("pid %d not reported stopped", s.pid)
+		}
+	}
+	b.checkNothingLeft(t)
 }

@@ -46,6 +46,9 @@ func (r result) couponShare() float64 {
 // time order.
 func measure(ctx context.Context, c *cluster, d *design, data []send, cfg *config, logger *log.Logger) (result, error) {
 	rc := redisstore.Config{Addresses: c.addrs(), Cluster: c.clustered, Timeout: 2 * time.Second}
+	if !c.clustered {
+		rc.Addresses = rc.Addresses[:1]
+	}
 	client, err := rc.NewClient()
 	if err != nil {
 		return result{}, err
@@ -54,6 +57,22 @@ func measure(ctx context.Context, c *cluster, d *design, data []send, cfg *confi
 	rs := redisstore.New(client, redisstore.Options{Prefix: keyPrefix, Timeout: 2 * time.Second})
 	defer rs.Close()
 	var s limiter.Store = rs
+	// shards: with d.sharded a store a server, each recipient's decisions
+	// on the server its number picks.
+	shards := []limiter.Store{rs}
+	if d.sharded {
+		for _, addr := range c.addrs()[1:] {
+			rc := redisstore.Config{Addresses: []string{addr}, Timeout: 2 * time.Second}
+			client, err := rc.NewClient()
+			if err != nil {
+				return result{}, err
+			}
+			defer client.Close()
+			shard := redisstore.New(client, redisstore.Options{Prefix: keyPrefix, Timeout: 2 * time.Second})
+			defer shard.Close()
+			shards = append(shards, shard)
+		}
+	}
 	// clock is the data set's time: the latest send handed out. A lease's
 	// term is measured on it, as the requests carry it (a day replays in
 	// seconds).
@@ -105,7 +124,11 @@ func measure(ctx context.Context, c *cluster, d *design, data []send, cfg *confi
 					_, err = s.DecideBatch(ctx, reqs, d.mode)
 				} else {
 					r := cfg.rules.request(data[i], d)
-					_, err = s.Decide(ctx, &r)
+					on := s
+					if d.sharded {
+						on = shards[data[i].recipient%len(shards)]
+					}
+					_, err = on.Decide(ctx, &r)
 				}
 				lat[g] = append(lat[g], time.Since(t0))
 				if err != nil {
