@@ -14,8 +14,8 @@ import (
 // finds a and b with that body twice in 59 s: both entries are dropped,
 // the message that named only a goes, Expo gets [d] alone, and the sender
 // still gets three tickets in order: two MessageRateExceeded errors, then
-// d's ticket from Expo. A batch past max_batch is refused with 413 and
-// never reaches Expo.
+// d's ticket from Expo. Messages without a body (data-only, title-only)
+// pass. A batch past max_batch is refused with 413 and never reaches Expo.
 func testExpoPush(t *testing.T, path string) {
 	up := startExpo(t)
 	g := startExample(t, path, up)
@@ -54,6 +54,15 @@ func testExpoPush(t *testing.T, path string) {
 	}
 	if tk := answer.Data[2]; tk.Status != "ok" || tk.ID != d {
 		t.Errorf("ticket 2: %+v, want Expo's ticket for %s", tk, d)
+	}
+
+	// A data-only and a title-only message, which Expo takes, pass whole:
+	// they have no body for the same-content rules.
+	e, f := unique("ExponentPushToken[e]"), unique("ExponentPushToken[f]")
+	noBody := fmt.Sprintf(`[{"to":%q,"data":{"refresh":true},"_contentAvailable":true},{"to":%q,"title":"only a title"}]`, e, f)
+	expectStatus(t, g.post(send, "application/json", noBody), http.StatusOK)
+	if bodies := up.received(); string(bodies[len(bodies)-1]) != noBody {
+		t.Errorf("Expo got %s, want the messages without a body as sent", bodies[len(bodies)-1])
 	}
 
 	n := len(up.received())
@@ -109,7 +118,8 @@ func testGorushGateway(t *testing.T, path string) {
 // to ann and bob passes; the same subject to bob and cy is refused whole
 // (bob had it this week), the 429 names bob's entry and the rule, and
 // nothing is counted for cy, who then gets three mails of other subjects
-// in the day and no fourth.
+// in the day and no fourth, neither as cc nor as bcc. A mail without a
+// top-level subject passes.
 func testSendgridMail(t *testing.T, path string) {
 	up := startUpstream(t)
 	g := startExample(t, path, up)
@@ -140,4 +150,33 @@ func testSendgridMail(t *testing.T, path string) {
 		expectStatus(t, g.post("/v3/mail/send", "application/json", mail(fmt.Sprint("news ", i), cy)), http.StatusOK)
 	}
 	expectStatus(t, g.post("/v3/mail/send", "application/json", mail("one more", cy)), http.StatusTooManyRequests)
+
+	// cy has had her three mails today: SendGrid would deliver to her as
+	// cc or bcc too, so either is refused, naming her entry there.
+	dan := unique("dan") + "@example.com"
+	for _, field := range []string{"cc", "bcc"} {
+		b, _ := json.Marshal(map[string]any{
+			"personalizations": []any{map[string]any{"to": []any{map[string]string{"email": dan}}, field: []any{map[string]string{"email": cy}}}},
+			"subject":          "copied " + field,
+			"content":          []any{map[string]string{"type": "text/plain", "value": "hi"}},
+		})
+		a := g.post("/v3/mail/send", "application/json", string(b))
+		expectStatus(t, a, http.StatusTooManyRequests)
+		if d := a.batchDenial(t); len(d.Denied) != 1 || d.Denied[0].Path != "personalizations.0."+field+".0.email" || d.Denied[0].Rule != "recipient_day" {
+			t.Errorf("%s: denied %+v, want cy's entry by recipient_day", field, d.Denied)
+		}
+	}
+	// A mail without a top-level subject (a dynamic template; subjects
+	// per personalization) passes, held to the daily cap alone.
+	n := up.count()
+	eve := unique("eve") + "@example.com"
+	for _, body := range []string{
+		fmt.Sprintf(`{"personalizations":[{"to":[{"email":%q}],"dynamic_template_data":{"name":"A"}}],"from":{"email":"n@example.com"},"template_id":"d-123"}`, eve),
+		fmt.Sprintf(`{"personalizations":[{"to":[{"email":%q}],"subject":"per personalization"}],"from":{"email":"n@example.com"},"content":[{"type":"text/plain","value":"hi"}]}`, eve),
+	} {
+		expectStatus(t, g.post("/v3/mail/send", "application/json", body), http.StatusOK)
+	}
+	if got := up.count() - n; got != 2 {
+		t.Errorf("SendGrid got %d of the 2 mails without a top-level subject", got)
+	}
 }

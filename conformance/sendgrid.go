@@ -23,8 +23,9 @@ type SendGrid struct {
 	mails [][]string
 }
 
-// Mails returns the addressees (every personalizations[].to[].email in
-// order) of each accepted mail.
+// Mails returns the addressees of each accepted mail: each
+// personalization's to, cc and bcc emails, in that order (SendGrid
+// delivers to all three).
 func (s *SendGrid) Mails() [][]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -52,11 +53,14 @@ func (s *SendGrid) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sendgridError(w, http.StatusUnauthorized, "The provided authorization grant is invalid, expired, or revoked", nil)
 		return
 	}
+	type address struct {
+		Email string `json:"email"`
+	}
 	var body struct {
 		Personalizations []struct {
-			To []struct {
-				Email string `json:"email"`
-			} `json:"to"`
+			To  []address `json:"to"`
+			Cc  []address `json:"cc"`
+			Bcc []address `json:"bcc"`
 		} `json:"personalizations"`
 		From *struct {
 			Email string `json:"email"`
@@ -78,8 +82,10 @@ func (s *SendGrid) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var to []string
 	for _, p := range body.Personalizations {
-		for _, a := range p.To {
-			to = append(to, a.Email)
+		for _, list := range [][]address{p.To, p.Cc, p.Bcc} {
+			for _, a := range list {
+				to = append(to, a.Email)
+			}
 		}
 	}
 	s.mu.Lock()

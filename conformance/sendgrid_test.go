@@ -9,8 +9,8 @@ import (
 	"github.com/freqcap/caddy-freqcap/conformance"
 )
 
-// sendgridSite is the SendGrid gateway: every addressee of a mail
-// ({json.personalizations.*.to.*.email}) is capped on its own at 2 a
+// sendgridSite is the SendGrid gateway: every addressee of a mail (to,
+// cc and bcc of every personalization) is capped on its own at 2 a
 // minute, and a mail goes to all of its addressees or, when any is capped,
 // to none (batch reject), refused with SendGrid's own 429.
 const sendgridSite = `http://127.0.0.1:%d {
@@ -18,7 +18,7 @@ const sendgridSite = `http://127.0.0.1:%d {
 		name mail
 		batch reject
 		answer sendgrid
-		dimension recipient {json.personalizations.*.to.*.email}
+		dimension recipient {json.personalizations.*.to.*.email} {json.personalizations.*.cc.*.email} {json.personalizations.*.bcc.*.email}
 		rule recipient_minute {
 			by recipient
 			limit 2
@@ -56,7 +56,8 @@ type sendgridResult struct {
 // X-RateLimit-Limit / Remaining: 0 / Reset (a Unix time), after one HTTP
 // request. Nothing of the refused mail is recorded: its other addressees
 // can afterwards be sent exactly what they had left, and the mock
-// SendGrid never sees it.
+// SendGrid never sees it. An addressee is capped as cc or bcc too: the
+// SDK's own cc and bcc fields reach no capped addressee.
 func TestSendGridSDK(t *testing.T) {
 	conformance.RequireNode(t)
 	mock := &conformance.SendGrid{}
@@ -81,7 +82,18 @@ func TestSendGridSDK(t *testing.T) {
 			"text":             "hello",
 		}}
 	}
-	a, b, c, d := "a@example.com", "b@example.com", "c@example.com", "d@example.com"
+	// copied is a mail to one addressee with another in cc or bcc, as
+	// the SDK takes them (it moves them into the personalization).
+	copied := func(subject, to, field, other string) map[string]any {
+		return map[string]any{"msg": map[string]any{
+			"to":      to,
+			field:     other,
+			"from":    "noreply@example.com",
+			"subject": subject,
+			"text":    "hello",
+		}}
+	}
+	a, b, c, d, e, f := "a@example.com", "b@example.com", "c@example.com", "d@example.com", "e@example.com", "f@example.com"
 	steps := []struct {
 		call   map[string]any
 		capped bool
@@ -94,6 +106,9 @@ func TestSendGridSDK(t *testing.T) {
 		{mail("5", []string{b}), true, "b (3rd)"},
 		{mail("6", []string{d}), true, "d (3rd)"},
 		{mail("7", []string{c}), false, "c (2nd)"},
+		{copied("8", e, "cc", d), true, "e, cc d (3rd): refused whole"},
+		{copied("9", e, "bcc", c), true, "e, bcc c (3rd): refused whole"},
+		{copied("10", e, "cc", f), false, "e (1st, as the refused mails counted nothing), cc f (1st)"},
 	}
 	var calls []map[string]any
 	for _, s := range steps {
@@ -143,7 +158,7 @@ func TestSendGridSDK(t *testing.T) {
 			t.Errorf("%s: X-RateLimit-Reset %q, want a Unix time within the minute (now %d)", what, e.Headers["x-ratelimit-reset"], now)
 		}
 	}
-	want := [][]string{{a, b, c}, {a, d}, {b, d}, {c}}
+	want := [][]string{{a, b, c}, {a, d}, {b, d}, {c}, {e, f}}
 	if got := mock.Mails(); jsonString(got) != jsonString(want) {
 		t.Errorf("the mock SendGrid accepted %v, want %v", got, want)
 	}
