@@ -10,14 +10,17 @@ import (
 // The readers of body fields, read per entry as a batch dimension, never
 // by the replacer: {fcm_topics.message.condition} reads an FCM topic
 // condition, one entry per topic it names; {fcm_topic.message.topic} an
-// FCM topic field, without the "/topics/" prefix the Admin SDKs strip.
+// FCM topic field, without the "/topics/" prefix the Admin SDKs strip;
+// {email.personalizations.*.to.*.email} an email address, as the mailbox
+// it names (trimmed, in lower case).
 var readers = map[string]*jsonbatch.Reader{
-	jsonbatch.FCMTopics.Name: jsonbatch.FCMTopics,
-	jsonbatch.FCMTopic.Name:  jsonbatch.FCMTopic,
+	jsonbatch.FCMTopics.Name:    jsonbatch.FCMTopics,
+	jsonbatch.FCMTopic.Name:     jsonbatch.FCMTopic,
+	jsonbatch.EmailAddress.Name: jsonbatch.EmailAddress,
 }
 
 // readerNames are the readers' placeholder names, for messages.
-const readerNames = "{fcm_topics.<path>} or {fcm_topic.<path>}"
+const readerNames = "{fcm_topics.<path>}, {fcm_topic.<path>} or {email.<path>}"
 
 // hasReader reports whether expr uses a reader's placeholder.
 func hasReader(expr string) bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -118,7 +119,8 @@ func testGorushGateway(t *testing.T, path string) {
 // to ann and bob passes; the same subject to bob and cy is refused whole
 // (bob had it this week), the 429 names bob's entry and the rule, and
 // nothing is counted for cy, who then gets three mails of other subjects
-// in the day and no fourth, neither as cc nor as bcc. A mail without a
+// in the day and no fourth, neither as cc nor as bcc nor with her address
+// in capitals or spaced. A mail without a
 // top-level subject passes.
 func testSendgridMail(t *testing.T, path string) {
 	up := startUpstream(t)
@@ -165,6 +167,17 @@ func testSendgridMail(t *testing.T, path string) {
 		if d := a.batchDenial(t); len(d.Denied) != 1 || d.Denied[0].Path != "personalizations.0."+field+".0.email" || d.Denied[0].Rule != "recipient_day" {
 			t.Errorf("%s: denied %+v, want cy's entry by recipient_day", field, d.Denied)
 		}
+	}
+	// Her address respelt in case or with white space is her mailbox.
+	for _, spelt := range []string{strings.ToUpper(cy), " " + cy + " "} {
+		a := g.post("/v3/mail/send", "application/json", mail("respelt", spelt))
+		expectStatus(t, a, http.StatusTooManyRequests)
+	}
+	// A text that is no address is refused, naming where it is.
+	bad := g.post("/v3/mail/send", "application/json", mail("to no one", "nobody"))
+	expectStatus(t, bad, http.StatusBadRequest)
+	if !strings.Contains(string(bad.body), "personalizations.0.to.0.email") {
+		t.Errorf("no address: %s, want the reason naming its path", bad.body)
 	}
 	// A mail without a top-level subject (a dynamic template; subjects
 	// per personalization) passes, held to the daily cap alone.

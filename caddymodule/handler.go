@@ -158,8 +158,9 @@ type Handler struct {
 	// DimensionAlternatives maps a dimension name to the placeholders of
 	// the alternative body fields an API takes one kind of address in,
 	// two or more: ["{json.notifications.*.tokens.*}",
-	// "{json.notifications.*.to}"]. Each is one {json.<path>} or
-	// {fcm_topics.<path>} placeholder; the dimension's entries are the
+	// "{json.notifications.*.to}"]. Each is one {json.<path>},
+	// {fcm_topics.<path>}, {fcm_topic.<path>} or {email.<path>}
+	// placeholder; the dimension's entries are the
 	// values every one of them yields, in body order, and a message is
 	// missing it only when none yields one. Such a dimension is a batch
 	// dimension (see Batch). A name is declared in Dimensions or here,

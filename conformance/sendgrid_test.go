@@ -18,7 +18,7 @@ const sendgridSite = `http://127.0.0.1:%d {
 		name mail
 		batch reject
 		answer sendgrid
-		dimension recipient {json.personalizations.*.to.*.email} {json.personalizations.*.cc.*.email} {json.personalizations.*.bcc.*.email}
+		dimension recipient {email.personalizations.*.to.*.email} {email.personalizations.*.cc.*.email} {email.personalizations.*.bcc.*.email}
 		rule recipient_minute {
 			by recipient
 			limit 2

@@ -120,6 +120,8 @@ func keyWords(key string) string {
 		{"json.", "JSON "},
 		{"form.", "form field "},
 		{"fcm_topics.", "FCM condition topics of JSON "},
+		{"fcm_topic.", "FCM topic of JSON "},
+		{"email.", "email address of JSON "},
 		{"http.request.uri.query.", "query "},
 		{"query.", "query "},
 		{"http.request.cookie.", "cookie "},
