@@ -228,14 +228,14 @@ func (s *Store) checkNode(ctx context.Context, node string, c pipeliner, key str
 	// One that answered fails each command on its own.
 	if err := tm.Err(); err != nil && !IsPermissionRefusal(err) {
 		nc.Err = err
-		return nc
+		return nc.setupRefused()
 	}
 	if tm.Err() == nil && tm.Val().IsZero() {
 		nc.Err = perr
 		if nc.Err == nil {
 			nc.Err = errors.New("no answer to TIME")
 		}
-		return nc
+		return nc.setupRefused()
 	}
 	refuse := func(cmd string, inScript bool, keyed bool, err error) {
 		r := Refusal{Command: cmd, InScript: inScript, Reason: err.Error()}
@@ -270,6 +270,39 @@ func (s *Store) checkNode(ctx context.Context, node string, c pipeliner, key str
 	}
 	s.readPolicy(&nc, info, conf)
 	return nc
+}
+
+// setupRefused returns nc with its error made a refusal when the server
+// answered the connection's setup and said no: go-redis sends SELECT (the
+// db setting) before any command, and a user who may not run it (NOPERM),
+// or a db the server does not have, fails every command for good, as a
+// refused login does. Anything else stays an outage.
+func (nc NodeCheck) setupRefused() NodeCheck {
+	if re := PermissionRefusal(nc.Err); re != nil {
+		nc.Refused = []Refusal{{Command: refusedCommand(re.Error()), Reason: re.Error()}}
+		nc.Err = nil
+		return nc
+	}
+	for _, re := range serverErrors(nc.Err) {
+		if strings.HasPrefix(re.Error(), "ERR DB index is out of range") {
+			nc.Refused = []Refusal{{Command: "select", Reason: re.Error() + " (the db setting names a database the server does not have)"}}
+			nc.Err = nil
+			return nc
+		}
+	}
+	return nc
+}
+
+// refusedCommand is the command a NOPERM answer names ("NOPERM this user
+// has no permissions to run the 'select' command"), or "the connection's
+// setup" when it names none.
+func refusedCommand(msg string) string {
+	if _, rest, ok := strings.Cut(msg, "run the '"); ok {
+		if cmd, _, ok := strings.Cut(rest, "'"); ok && cmd != "" {
+			return cmd
+		}
+	}
+	return "the connection's setup"
 }
 
 // readPolicy fills nc's server, eviction policy and maxmemory from INFO,

@@ -139,6 +139,45 @@ func TestCheckStartNamesWhatIsRefused(t *testing.T) {
 	})
 }
 
+// A server that answers the connection's setup with a refusal is refused
+// at start, not taken for unreachable: the least-privilege user with a db
+// setting (go-redis sends SELECT first, which that user may not run), and
+// a db the server does not have. Each fails every command for good, so
+// under on_error allow it would leave every cap off.
+func TestCheckStartRefusesTheSetup(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer admin.Close()
+	if err := aclSetUser(ctx, admin, "gw", leastPrivilege(false)...); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"select refused", Config{Addresses: []string{srv.Addr}, Username: "gw", Password: "secret", Timeout: time.Second, DB: 1}},
+		{"no such db", Config{Addresses: []string{srv.Addr}, Timeout: time.Second, DB: 99}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			check := checkStore(t, c.cfg, "freqcap:")
+			refusals := check.Refusals()
+			if check.Err != nil || len(refusals) != 1 || len(refusals[0].Refused) != 1 || refusals[0].Refused[0].Command != "select" {
+				t.Fatalf("check: %+v, refusals %v; want select refused", check, refusals)
+			}
+			t.Logf("refused: %v", refusals[0])
+		})
+	}
+	// The same user may select once it is allowed to.
+	if err := aclSetUser(ctx, admin, "gw", append(leastPrivilege(false), "+select")...); err != nil {
+		t.Fatal(err)
+	}
+	check := checkStore(t, Config{Addresses: []string{srv.Addr}, Username: "gw", Password: "secret", Timeout: time.Second, DB: 1}, "freqcap:")
+	if check.Err != nil || len(check.Refusals()) != 0 {
+		t.Fatalf("with +select: %+v, refusals %v; want none", check, check.Refusals())
+	}
+}
+
 // The check reads the eviction policy when the user may run INFO (or
 // CONFIG GET), and EvictsCounts tells the safe one, noeviction, from the
 // others: every key the store writes has a TTL, so volatile-* evicts
