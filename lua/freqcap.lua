@@ -435,9 +435,29 @@ local function evaluate(s, limit, window, bounds, cost, now)
   return used, reset, retry, last
 end
 
+-- mergeOldest makes room in a sub-log past MAX_ENTRIES entries, which
+-- could not be stored (records past every limit that never deny: a shadow
+-- rule's, exempt sends'): the oldest two entries whose units fit one become
+-- one, at the later one's time, as SubLog.mergeOldest does in Go. Counts
+-- are never lower than exact; the merged records can no longer be refunded.
+local function mergeOldest(s)
+  local ts, cs = s.ts, s.cs
+  for i = #ts, 2, -1 do
+    if cs[i] + cs[i - 1] <= MAX_COST then
+      cs[i - 1] = cs[i - 1] + cs[i]
+      table.remove(ts, i)
+      table.remove(cs, i)
+      noteCost(s, cs[i - 1])
+      s.rawOld = FULL
+      return
+    end
+  end
+end
+
 -- record adds an admitted request and returns the time it was recorded at:
 -- 1 ms after the newest record when that is not earlier than now, so that
--- every admission has a time of its own.
+-- every admission has a time of its own; then whether it went into the
+-- newest bucket, and whether the oldest entries were merged (mergeOldest).
 local function record(s, now, cost, grain)
   local ts, cs = s.ts, s.cs
   local t = newest(s) + 1
@@ -454,6 +474,10 @@ local function record(s, now, cost, grain)
   table.insert(cs, 1, cost)
   s.added = s.added + 1
   noteCost(s, cost)
+  if #ts > MAX_ENTRIES then
+    mergeOldest(s)
+    return t, false, true
+  end
   return t, false
 end
 
@@ -574,8 +598,8 @@ if op == OP_DECIDE or op == OP_DECIDE_ALL or op == OP_PEEK then
         local k = keys[sec.ki]
         local s = decode(k, subFor(k, sec.id, true), now)
         s.ret = sec.spec.ret
-        local merged
-        t, merged = record(s, now, sec.cost, sec.spec.grain)
+        local merged, squeezed
+        t, merged, squeezed = record(s, now, sec.cost, sec.spec.grain)
         if exempt then
           -- t is later than every mark: marks are times the log recorded.
           local m = decode(k, subFor(k, EXEMPT_ANNEX .. sec.id, true), now)
@@ -588,6 +612,16 @@ if op == OP_DECIDE or op == OP_DECIDE_ALL or op == OP_PEEK then
           -- this one is the only one (new, or merged into the newest).
           if window > 0 and (reply[at + 1] == 0 or (merged and sec.last[r] == 1)) then
             reply[at + 2] = s.ts[1] + window - now
+          elseif window > 0 and squeezed then
+            -- The oldest entries merged: the oldest in the window may
+            -- be a merged one, later than before.
+            local ts = s.ts
+            for j = #ts, 1, -1 do
+              if ts[j] > now - window then
+                reply[at + 2] = ts[j] + window - now
+                break
+              end
+            end
           end
           reply[at + 1] = reply[at + 1] + sec.cost
           at = at + 3

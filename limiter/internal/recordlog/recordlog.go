@@ -142,7 +142,30 @@ func (s *SubLog) Record(now, cost, grain int64) int64 {
 		return t
 	}
 	s.Entries = append(s.Entries, Entry{T: t, C: cost})
+	if len(s.Entries) > MaxEntries {
+		s.mergeOldest()
+	}
 	return t
+}
+
+// mergeOldest makes room in a log past MaxEntries entries, which could not
+// be stored: the oldest two entries whose units fit one become one, at the
+// later one's time, as freqcap.lua does. Limits bound a log's records (see
+// limiter.CheckLogs) but not the records past them that never deny: a
+// shadow rule's and exempt sends'. Failing their write would fail every
+// later decision on the log, leaving its caps to on_error. A merged entry
+// counts all its units until the later record leaves a window, so counts
+// are never lower than exact, a denial never later; its records can no
+// longer be refunded one by one (a refund finds no entry of its time and
+// cost, and gives nothing back).
+func (s *SubLog) mergeOldest() {
+	for i := 0; i+1 < len(s.Entries); i++ {
+		if s.Entries[i].C+s.Entries[i+1].C <= MaxCost {
+			s.Entries[i+1].C += s.Entries[i].C
+			s.Entries = append(s.Entries[:i], s.Entries[i+1:]...)
+			return
+		}
+	}
 }
 
 // AfterRecord is a rolling rule's Used and Reset once the request is in.
