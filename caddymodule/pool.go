@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -92,7 +93,7 @@ func (h *Handler) acquireStore(cfg *redisstore.Config) error {
 	}
 	h.storeKey = key
 	h.store = v.(*pooledStore).store
-	v.(*pooledStore).add(h.Name)
+	h.warnSharedKeys(v.(*pooledStore).add(h.Name, h.keyHeads()))
 	if cfg != nil && h.hasLease() {
 		if err := h.acquireLeases(key); err != nil {
 			return err
@@ -114,6 +115,40 @@ func (h *Handler) acquireStore(cfg *redisstore.Config) error {
 	h.localKey = key
 	h.store = limiter.NewFallback(h.store, v.(*pooledStore).store, max(1, h.LocalDivisor))
 	return nil
+}
+
+// keyHeads are the first dimensions the handler's rules keep records
+// under (globalDimension for the rules without by), each once; quiet
+// rules keep none.
+func (h *Handler) keyHeads() []string {
+	var heads []string
+	for _, cr := range h.rules {
+		r := cr.rule
+		if r.Quiet != nil || len(r.By) == 0 || slices.Contains(heads, r.By[0]) {
+			continue
+		}
+		heads = append(heads, r.By[0])
+	}
+	return heads
+}
+
+// warnSharedKeys warns that other cap sets on the same store and key
+// prefix have rules that start with the same dimensions as this one's:
+// their records share keys, so each counts the other's sends. That may
+// be meant (a daily cap across channels), but two cap sets copied from
+// the examples into one config would not mean it.
+func (h *Handler) warnSharedKeys(shared map[string][]string) {
+	for other, heads := range shared {
+		dims := make([]string, len(heads))
+		for i, d := range heads {
+			dims[i] = d
+			if d == globalDimension {
+				dims[i] = "the rules without by"
+			}
+		}
+		h.logger.Warn("cap sets share keys: the rules of each that start with the same dimension count the other's sends; give each cap set a key_prefix of its own unless that is meant",
+			zap.String("handler", h.Name), zap.String("other", other), zap.String("key_prefix", h.KeyPrefix), zap.Strings("dimensions", dims))
+	}
 }
 
 // acquireLeases puts the lease store of the Redis store under key in

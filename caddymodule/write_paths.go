@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,21 +66,44 @@ func (writePathCollector) Collect(ch chan<- prometheus.Metric) {
 type storeUsers struct {
 	mu    sync.Mutex
 	names map[string]int
+	// heads are, by handler name, the first dimensions its rules keep
+	// their records under (see keyHeads).
+	heads map[string][]string
 }
 
-func (u *storeUsers) add(name string) {
+// add counts a handler of the store, whose rules keep their records under
+// heads, and returns, by the name of each other cap set on the store, the
+// heads the two have in common: their rules count each other's sends.
+func (u *storeUsers) add(name string, heads []string) map[string][]string {
 	u.mu.Lock()
+	defer u.mu.Unlock()
 	if u.names == nil {
-		u.names = map[string]int{}
+		u.names, u.heads = map[string]int{}, map[string][]string{}
 	}
 	u.names[name]++
-	u.mu.Unlock()
+	u.heads[name] = heads
+	var shared map[string][]string
+	for other, theirs := range u.heads {
+		if other == name {
+			continue
+		}
+		for _, h := range heads {
+			if slices.Contains(theirs, h) {
+				if shared == nil {
+					shared = map[string][]string{}
+				}
+				shared[other] = append(shared[other], h)
+			}
+		}
+	}
+	return shared
 }
 
 func (u *storeUsers) remove(name string) {
 	u.mu.Lock()
 	if u.names[name]--; u.names[name] <= 0 {
 		delete(u.names, name)
+		delete(u.heads, name)
 	}
 	u.mu.Unlock()
 }

@@ -1,0 +1,98 @@
+package caddymodule
+
+import (
+	"slices"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
+)
+
+// A cap set's key heads are the first dimensions its counting rules keep
+// records under, each once, the rules without by under theirs; a quiet
+// rule keeps none.
+func TestKeyHeads(t *testing.T) {
+	h := &Handler{rules: []compiledRule{
+		{rule: &limiter.Rule{Name: "minute", By: []string{"recipient"}}},
+		{rule: &limiter.Rule{Name: "same", By: []string{"recipient", "content"}}},
+		{rule: &limiter.Rule{Name: "all", By: []string{globalDimension}}},
+		{rule: &limiter.Rule{Name: "campaign", By: []string{"campaign", "recipient"}}},
+		{rule: &limiter.Rule{Name: "night", Quiet: &limiter.Quiet{}}},
+	}}
+	if got, want := h.keyHeads(), []string{"recipient", globalDimension, "campaign"}; !slices.Equal(got, want) {
+		t.Fatalf("key heads %v, want %v", got, want)
+	}
+}
+
+// Two cap sets on one store and prefix are told the dimensions their
+// rules share keys under, each naming the other; the same cap set
+// provisioned again (a reload) shares nothing with itself, and a cap set
+// gone is forgotten.
+func TestStoreUsersTellSharedKeys(t *testing.T) {
+	var u storeUsers
+	if shared := u.add("push", []string{"recipient", globalDimension}); shared != nil {
+		t.Fatalf("the first cap set shares %v", shared)
+	}
+	shared := u.add("sms", []string{"channel", "recipient", globalDimension})
+	if len(shared) != 1 || !slices.Equal(shared["push"], []string{"recipient", globalDimension}) {
+		t.Fatalf("sms shares %v, want recipient and the rules without by with push", shared)
+	}
+	if shared := u.add("sms", []string{"channel"}); shared != nil {
+		t.Fatalf("sms reloaded with rules by channel alone shares %v", shared)
+	}
+	u.remove("push")
+	if shared := u.add("mail", []string{"recipient"}); shared != nil {
+		t.Fatalf("mail shares %v after push left (sms keeps only channel)", shared)
+	}
+}
+
+// The warning names both cap sets, the prefix and the shared dimensions,
+// the rules without by in words.
+func TestSharedKeysWarning(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	h := &Handler{Name: "sms", KeyPrefix: "freqcap:", logger: zap.New(core)}
+	h.warnSharedKeys(map[string][]string{"push": {"recipient", globalDimension}})
+	lines := logs.All()
+	if len(lines) != 1 || lines[0].Level != zapcore.WarnLevel {
+		t.Fatalf("logged %v, want one warning", lines)
+	}
+	f := lines[0].ContextMap()
+	dims, _ := f["dimensions"].([]any)
+	if f["handler"] != "sms" || f["other"] != "push" || f["key_prefix"] != "freqcap:" || len(dims) != 2 || dims[0] != "recipient" || dims[1] != "the rules without by" {
+		t.Fatalf("fields %v", f)
+	}
+}
+
+// Provisioning two cap sets on the memory store and the default prefix
+// records each one's key heads on the store they share.
+func TestProvisionRecordsKeyHeads(t *testing.T) {
+	push, err := load(t, `{"name": "push-heads", "key_prefix": "heads:", "dimensions": {"recipient": "{json.to}"},
+		"rules": [{"name": "day", "by": ["recipient"], "limit": 50, "window": "24h"}, {"name": "all", "limit": 100, "window": "1h"}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(t, `{"name": "sms-heads", "key_prefix": "heads:", "dimensions": {"recipient": "{json.to}"},
+		"rules": [{"name": "day", "by": ["recipient"], "limit": 3, "window": "24h"}]}`); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	stores.Range(func(key, value any) bool {
+		if key != push.storeKey {
+			return true
+		}
+		found = true
+		p := value.(*pooledStore)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if !slices.Equal(p.heads["push-heads"], []string{"recipient", globalDimension}) || !slices.Equal(p.heads["sms-heads"], []string{"recipient"}) {
+			t.Errorf("heads %v", p.heads)
+		}
+		return false
+	})
+	if !found {
+		t.Fatal("no pooled store for the cap sets")
+	}
+}
