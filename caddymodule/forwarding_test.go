@@ -1,9 +1,14 @@
 package caddymodule_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestBodyPassthrough proves the upstream receives the body byte for byte
@@ -106,4 +111,64 @@ func TestRefund(t *testing.T) {
 			t.Errorf("upstream got %d, want 5", up.count())
 		}
 	})
+}
+
+// TestNoRefundWhenTheSenderHangsUp proves that a sender who hangs up after
+// its request reached the upstream, before the upstream answered, keeps
+// the send counted under refund_on 5xx: the upstream has the whole
+// message and may deliver it, so a refund would let a sender go past a
+// cap by hanging up after every send. (An upstream that does not answer
+// in time, or at all, is refunded: TestRefund.)
+func TestNoRefundWhenTheSenderHangsUp(t *testing.T) {
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	var held atomic.Bool
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if held.CompareAndSwap(false, true) {
+			arrived <- struct{}{}
+			<-release // answers once the sender has gone
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer up.Close()
+	defer close(release)
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		key_prefix %s
+		refund_on  5xx
+		dimension recipient {json.to}
+		rule two {
+			by     recipient
+			limit  2
+			window 1m
+		}
+	}
+	reverse_proxy %s`, testPrefix(), strings.TrimPrefix(up.URL, "http://")))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url+"/v1/send", strings.NewReader(`{"to":"dave"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	done := make(chan error, 1)
+	go func() {
+		res, err := client.Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		done <- err
+	}()
+	<-arrived
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the abandoned request got an answer")
+	}
+	// The send stays counted: one more is admitted, the next denied.
+	time.Sleep(100 * time.Millisecond) // the gateway sees the hang-up
+	next := g.send("/v1/send", map[string]any{"to": "dave"})
+	expectStatus(t, next, http.StatusOK)
+	if got := next.header.Get("X-RateLimit-Remaining"); got != "0" {
+		t.Fatalf("after a hang-up and one send: remaining %s, want 0 (the abandoned send counted)", got)
+	}
+	expectStatus(t, g.send("/v1/send", map[string]any{"to": "dave"}), http.StatusTooManyRequests)
 }

@@ -98,7 +98,9 @@ type Handler struct {
 	// RefundOn lists the response statuses that give an admitted request's
 	// quota back: classes ("5xx") or codes ("429"). When set, a request
 	// that gets no response at all (the next handler fails) is refunded
-	// too. Default: nothing is ever refunded.
+	// too, but not one whose sender hung up after it reached the upstream
+	// (reverse_proxy then writes 499): the upstream may still send it.
+	// Default: nothing is ever refunded.
 	RefundOn []string `json:"refund_on,omitempty"`
 
 	// DryRun decides and counts as if live but never blocks: a request
