@@ -80,6 +80,45 @@ func TestAdminUsage(t *testing.T) {
 	})
 }
 
+// TestAdminResetKeepsEverySend proves that a reset of one recipient
+// leaves a rule without by (one count over every send, shared by all)
+// alone and names it as kept, while a reset that names no value is that
+// rule's own.
+func TestAdminResetKeepsEverySend(t *testing.T) {
+	eachBackend(t, func(t *testing.T, redisLine string) {
+		up := startUpstream(t)
+		g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		name everyone
+		%s
+		key_prefix %s
+		dimension recipient {json.to}
+		rule per_recipient {
+			by     recipient
+			limit  5
+			window 1h
+		}
+		rule all {
+			limit  100
+			window 1h
+		}
+	}
+	reverse_proxy %s`, redisLine, testPrefix(), up.addr()))
+		for _, to := range []string{"g1", "g2", "g3"} {
+			expectStatus(t, g.send("/v1/send", map[string]any{"to": to}), http.StatusOK)
+		}
+		r := resetUsage(t, "everyone", "recipient=g1")
+		if !reflect.DeepEqual(r.Reset, []string{"per_recipient"}) || !reflect.DeepEqual(r.Kept, []string{"all"}) {
+			t.Fatalf("a recipient's reset answered %+v, want per_recipient reset and all kept", r)
+		}
+		expectUsage(t, usageOf(t, "everyone", "recipient=g1"), map[string][2]int64{"per_recipient": {0, 5}, "all": {3, 97}})
+		if r := resetUsage(t, "everyone", ""); !reflect.DeepEqual(r.Reset, []string{"all"}) || r.Kept != nil {
+			t.Fatalf("the global reset answered %+v, want all reset", r)
+		}
+		expectUsage(t, usageOf(t, "everyone", ""), map[string][2]int64{"all": {0, 100}})
+	})
+}
+
 // TestAdminZone proves that for a calendar rule whose zone is a
 // placeholder, the zone parameter says in which zone to count (reset_after
 // runs to that zone's midnight) and that without it the fallback zone

@@ -99,6 +99,7 @@ type ruleUsage struct {
 type reset struct {
 	Name  string   `json:"name"`
 	Reset []string `json:"reset"`
+	Kept  []string `json:"kept"`
 }
 
 // decodeStrict decodes a whole JSON body into v, refusing members v does

@@ -39,7 +39,9 @@ func init() {
 // when none, and the rule's "exempt" their sum: how much of used the
 // exempt requests made). DELETE forgets the records of the selected rules
 // (and of any rule that shares their record log: the same dimensions and
-// cost) and answers {"name": ..., "reset": [rules]}.
+// cost) and answers {"name": ..., "reset": [rules]}; given a value, it
+// leaves the rules without by alone (shared by every send) and names them
+// in "kept".
 //
 // A rule that reads its zone, limit or cost from a placeholder of each
 // request depends on a value no dimension gives: each such placeholder is

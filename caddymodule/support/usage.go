@@ -39,11 +39,12 @@ func serveUsage(w http.ResponseWriter, r *http.Request, name, via string, fields
 	ctx, cancel := context.WithTimeout(r.Context(), max(cs.Timeout, usageTimeout))
 	defer cancel()
 	if r.Method == http.MethodDelete {
+		kept := q.keepEverySend()
 		rules, err := q.reset(ctx, via, fields)
 		if err != nil {
 			return storeUnavailable(w, err)
 		}
-		return reply.JSON(w, http.StatusOK, "application/json", resetAnswer{Name: cs.Name, Reset: rules})
+		return reply.JSON(w, http.StatusOK, "application/json", resetAnswer{Name: cs.Name, Reset: rules, Kept: kept})
 	}
 	out, err := q.usage(ctx)
 	if err != nil {
@@ -155,6 +156,9 @@ func precisionOf(grain time.Duration) string {
 type resetAnswer struct {
 	Name  string   `json:"name"`
 	Reset []string `json:"reset"`
+	// Kept names the rules without by that a reset of one value left
+	// alone (see keepEverySend); omitted when none.
+	Kept []string `json:"kept,omitempty"`
 }
 
 func unknownCapSet(w http.ResponseWriter, name string) error {
@@ -306,6 +310,39 @@ func usageOf(cs *capset.CapSet, ctx context.Context, entries []usageEntry) (time
 		out = append(out, ru)
 	}
 	return now, out, nil
+}
+
+// keepEverySend takes the rules without by (one count over every send)
+// out of a reset that names a value, and returns their names: a support
+// reset of one recipient must not give every recipient the global
+// ceiling's quota back, as a log shared with others is kept. A reset
+// that names no value (DELETE usage with no parameters) is the global
+// rules' own, and keeps them in.
+func (q *usageQuery) keepEverySend() []string {
+	namesAValue := false
+	for _, d := range q.cs.Dims {
+		if _, given := q.values[d.Name]; given && !d.Constant {
+			namesAValue = true
+		}
+	}
+	if !namesAValue {
+		return nil
+	}
+	var kept []string
+	rules := q.rules[:0:0]
+	for _, cr := range q.rules {
+		global := len(cr.Dims) > 0
+		for _, di := range cr.Dims {
+			global = global && q.cs.Dims[di].Constant
+		}
+		if global && cr.Rule.Quiet == nil {
+			kept = append(kept, cr.Rule.Name)
+			continue
+		}
+		rules = append(rules, cr)
+	}
+	q.rules = rules
+	return kept
 }
 
 // reset forgets the selected rules' records (and those of any rule that
