@@ -4,19 +4,33 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // This file is the Redis store's batcher: decisions queue as calls on a
-// lane (one server's, lane.go), each on the queue of one of the lane's
-// InFlight loops (the one its first key names), and each loop takes what
-// waits in its queue and decides it together, in Go (godecide.go) or in
-// the script (wire.go).
+// lane (one server's queue, lane.go), and InFlight loops a lane each take
+// what is waiting and decide it together, in Go (godecide.go) or in the
+// script (wire.go); no two of a lane's loops have a key in flight at once
+// (loopkeys.go).
 
 // batchLoop is one loop's state between batches.
 type batchLoop struct {
 	l *lane
-	q chan *call // the loop's queue on its lane
+	// handed are the calls other loops handed over, a key of theirs
+	// being in this loop's batches in flight (see claim), in order: they
+	// go before the lane's queue. wake tells the loop that one came;
+	// nHanded counts them, so that a loop with none takes no lock.
+	handed  []*call
+	wake    chan struct{}
+	nHanded atomic.Int32
+	// keys count the hashes of the keys of this loop's calls taken and
+	// not yet answered. keys and handed are guarded by the lane's mu
+	// (loopkeys.go).
+	keys map[uint64]int32
+	// taken are the hashes claimed for the batch being decided, and
+	// heldTaken those of held, released once their calls are answered.
+	taken, heldTaken []uint64
 	// pending is a call taken from the queue that did not fit the last
 	// batch (another op): it starts the next one.
 	pending *call
@@ -38,6 +52,14 @@ func (bl *batchLoop) run() {
 		batch := bl.collect(bl.held == nil)
 		if batch == nil && bl.held == nil {
 			return // stopped
+		}
+		if batch != nil {
+			if batch = bl.claim(batch); len(batch) == 0 {
+				batch = nil // every call handed to the other loop
+				if bl.held == nil {
+					continue
+				}
+			}
 		}
 		// The lane is idle when no loop is counted: no other batch in a
 		// round trip, no write waiting anywhere. Taking the count and
@@ -65,12 +87,25 @@ func (bl *batchLoop) run() {
 			hot, batch = s.hot.split(batch)
 		}
 		// The held write goes first, before the script may read its keys.
+		wasHeld := bl.held
 		bl.held = l.roundTrip(bl.held, batch, false)
+		if wasHeld != nil {
+			bl.release(bl.heldTaken) // its write is answered
+			bl.heldTaken = bl.heldTaken[:0]
+		}
 		if hot != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 			l.script(ctx, hot)
 			cancel()
 			finish(hot)
+		}
+		// The calls taken are answered unless some wait in held, which
+		// keeps every key taken (the hot calls' too) until its write.
+		if bl.held == nil {
+			bl.release(bl.taken)
+			bl.taken = bl.taken[:0]
+		} else {
+			bl.taken, bl.heldTaken = bl.heldTaken, bl.taken
 		}
 		if bl.held == nil {
 			l.busy.Add(-1)
@@ -89,26 +124,31 @@ func (l *lane) script(ctx context.Context, calls []*call) {
 	l.s.runCalls(ctx, calls)
 }
 
-// collect takes the next batch of calls of one op. Without block it
-// returns nil at once when no call waits; with it, it waits for one, and
-// returns nil when the store is closed.
+// collect takes the next batch of calls of one op, those handed over by
+// another loop first. Without block it returns nil at once when no call
+// waits; with it, it waits for one, and returns nil when the store is
+// closed.
 func (bl *batchLoop) collect(block bool) []*call {
 	s := bl.l.s
 	first := bl.pending
 	bl.pending = nil
-	if first == nil {
-		if block {
+	for first == nil {
+		if first = bl.nextHanded(""); first != nil {
+			break
+		}
+		if !block {
 			select {
-			case first = <-bl.q:
-			case <-s.stop:
-				return nil
-			}
-		} else {
-			select {
-			case first = <-bl.q:
+			case first = <-bl.l.queue:
 			default:
 				return nil
 			}
+			break
+		}
+		select {
+		case first = <-bl.l.queue:
+		case <-bl.wake: // a call handed over: take it
+		case <-s.stop:
+			return nil
 		}
 	}
 	batch := []*call{first}
@@ -118,16 +158,19 @@ func (bl *batchLoop) collect(block bool) []*call {
 	// when nothing else is ready.
 	runtime.Gosched()
 	for len(batch) < s.opts.MaxBatch {
-		select {
-		case c := <-bl.q:
-			if c.op != first.op {
-				bl.pending = c
+		c := bl.nextHanded(first.op)
+		if c == nil {
+			select {
+			case c = <-bl.l.queue:
+			default:
 				return batch
 			}
-			batch = append(batch, c)
-		default:
+		}
+		if c.op != first.op {
+			bl.pending = c
 			return batch
 		}
+		batch = append(batch, c)
 	}
 	return batch
 }
@@ -194,7 +237,7 @@ func (s *Store) queue(ctx context.Context, calls []*call, l *lane, lanes []*lane
 			l = lanes[i]
 		}
 		select {
-		case l.queueOf(c) <- c:
+		case l.queue <- c:
 		case <-timer.C:
 			return s.timedOut()
 		case <-ctx.Done():

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 )
@@ -33,9 +32,11 @@ type lane struct {
 	// once.go), and the decisions that go to the script go there by hash
 	// tag.
 	cluster bool
-	// queues are the lane's loops' queues, one a loop: a call queues on
-	// the loop its first key names (queueOf).
-	queues []chan *call
+	// queue is where the lane's calls wait for a loop.
+	queue chan *call
+	// loops are the lane's loops; mu guards their keys (loopkeys.go).
+	loops []*batchLoop
+	mu    sync.Mutex
 	// busy counts the lane's loops that have a batch or a held write (from
 	// taking a batch to sending its last write): with none, the lane is
 	// idle.
@@ -44,40 +45,22 @@ type lane struct {
 
 // newLane makes a lane and starts its loops; Close stops them.
 func (s *Store) newLane(client pipeliner, node string, cluster bool) *lane {
-	l := &lane{s: s, client: client, node: node, cluster: cluster}
-	loops := s.opts.InFlight
+	l := &lane{s: s, client: client, node: node, cluster: cluster, queue: make(chan *call, 4*s.opts.MaxBatch)}
+	n := s.opts.InFlight
 	if cluster {
-		loops = s.opts.MasterInFlight
+		n = s.opts.MasterInFlight
 	}
-	for i := 0; i < loops; i++ {
-		q := make(chan *call, 4*s.opts.MaxBatch)
-		l.queues = append(l.queues, q)
+	for i := 0; i < n; i++ {
+		l.loops = append(l.loops, &batchLoop{l: l, wake: make(chan struct{}, 1), keys: map[uint64]int32{}})
+	}
+	for _, bl := range l.loops {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			bl := batchLoop{l: l, q: q}
 			bl.run()
 		}()
 	}
 	return l
-}
-
-// loopSeed hashes a call's first key to its loop.
-var loopSeed = maphash.MakeSeed()
-
-// queueOf returns the queue of the loop that decides c: the one its first
-// key (its recipient's, as a rule's first dimension is its hash tag) names.
-// Two decisions about one recipient then never ride in two batches in
-// flight at once, where the later write would find the key changed by the
-// earlier, go to the script and make the key hot for a while: a sender
-// hammering one recipient, the very case caps are for, would cost Redis a
-// script run a decision. Each loop still takes every call queued for it.
-func (l *lane) queueOf(c *call) chan *call {
-	if len(l.queues) == 1 || len(c.secs) == 0 {
-		return l.queues[0]
-	}
-	key := c.p.Key(&c.p.Sections[c.secs[0]])
-	return l.queues[maphash.Bytes(loopSeed, key)%uint64(len(l.queues))]
 }
 
 // native reports whether the lane's writes go as SET … IFEQ now. Off a

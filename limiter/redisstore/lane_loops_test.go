@@ -10,10 +10,11 @@ import (
 )
 
 // A sender hammering a few recipients through one gateway with two batches
-// in flight: a recipient's decisions all queue on one loop, so its key is
-// never in both batches at once and no write of this store finds it
-// changed by the other batch (each such conflict sent its batch to the
-// script and made the key hot). Every count stays exact.
+// in flight: a loop that takes a decision whose key the other loop has in
+// flight hands it over, so a key is never in both batches at once and no
+// write of this store finds it changed by the other batch (each such
+// conflict sent its batch to the script and made the key hot). Every
+// count stays exact.
 func TestOneRecipientsDecisionsShareOneLoop(t *testing.T) {
 	rule := &limiter.Rule{Name: "hour", By: []string{"recipient"}, Limit: 100000, Window: limiter.Window{Duration: time.Hour}}
 	at := limitertest.MustParse(t, "2026-05-01T10:00:00Z")
