@@ -104,11 +104,9 @@ func (bl *batchLoop) run() {
 		if bl.held == nil {
 			bl.release(bl.taken)
 			bl.taken = bl.taken[:0]
+			l.busy.Add(-1)
 		} else {
 			bl.taken, bl.heldTaken = bl.heldTaken, bl.taken
-		}
-		if bl.held == nil {
-			l.busy.Add(-1)
 		}
 	}
 }

@@ -33,7 +33,13 @@ func (bl *batchLoop) claim(batch []*call) []*call {
 	defer l.mu.Unlock()
 	kept := batch[:0]
 	for _, c := range batch {
-		if o := bl.holder(c); o != nil {
+		n := len(bl.taken)
+		for _, si := range c.secs {
+			bl.taken = append(bl.taken, maphash.Bytes(loopSeed, c.p.Key(&c.p.Sections[si])))
+		}
+		hashes := bl.taken[n:]
+		if o := bl.holder(hashes); o != nil {
+			bl.taken = bl.taken[:n]
 			o.handed = append(o.handed, c)
 			o.nHanded.Add(1)
 			select {
@@ -42,25 +48,23 @@ func (bl *batchLoop) claim(batch []*call) []*call {
 			}
 			continue
 		}
-		for _, si := range c.secs {
-			h := maphash.Bytes(loopSeed, c.p.Key(&c.p.Sections[si]))
+		for _, h := range hashes {
 			bl.keys[h]++
-			bl.taken = append(bl.taken, h)
 		}
 		kept = append(kept, c)
 	}
 	return kept
 }
 
-// holder returns the other loop that has a key of c in flight, or nil.
-// l.mu is held.
-func (bl *batchLoop) holder(c *call) *batchLoop {
+// holder returns the other loop that has a key hashed in hashes in
+// flight, or nil. l.mu is held.
+func (bl *batchLoop) holder(hashes []uint64) *batchLoop {
 	for _, o := range bl.l.loops {
 		if o == bl || len(o.keys) == 0 {
 			continue
 		}
-		for _, si := range c.secs {
-			if o.keys[maphash.Bytes(loopSeed, c.p.Key(&c.p.Sections[si]))] > 0 {
+		for _, h := range hashes {
+			if o.keys[h] > 0 {
 				return o
 			}
 		}
