@@ -1,6 +1,9 @@
 package jsonbatch
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // One mailbox however its address is spelt in case and white space;
 // texts that are no address are refused.
@@ -18,4 +21,31 @@ func TestMailbox(t *testing.T) {
 			t.Errorf("Mailbox(%q) = %q, want an error", in, got)
 		}
 	}
+}
+
+// Mailbox names one mailbox for every spelling it folds: the white space
+// around an address and its case change nothing, and a mailbox is its own
+// mailbox, so no respelling of a capped address reads as another.
+func FuzzMailbox(f *testing.F) {
+	for _, s := range []string{"ann@example.com", " Ann@Example.COM\t", "a@b", `"x@y"@Z.org`, "@", "ann", "Ǆ@ǅ.ǆ", "İ@example.com"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, addr string) {
+		m, err := Mailbox(addr)
+		if err != nil {
+			if _, err2 := Mailbox(" " + addr + "\n"); err2 == nil {
+				t.Fatalf("%q refused, but accepted with white space around it", addr)
+			}
+			return
+		}
+		if again, err := Mailbox(m); err != nil || again != m {
+			t.Fatalf("Mailbox(%q) = %q, whose own mailbox is %q (%v)", addr, m, again, err)
+		}
+		if spaced, err := Mailbox(" " + addr + " "); err != nil || spaced != m {
+			t.Fatalf("%q with spaces around it is %q (%v), want %q", addr, spaced, err, m)
+		}
+		if lower, err := Mailbox(strings.ToLower(addr)); err != nil || lower != m {
+			t.Fatalf("%q in lower case is %q (%v), want %q", addr, lower, err, m)
+		}
+	})
 }
