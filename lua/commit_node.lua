@@ -24,20 +24,25 @@
 --          written.
 
 local WRITE_CHECK, WRITE_DELETE = '', 'del'
+-- The components are unpacked CHUNK at a time: one call, not one a key,
+-- with unpack's stack bounded (as in commit.lua).
+local CHUNK = 4000
 
 local n = tonumber(ARGV[1])
-local key = function(i) return ARGV[1 + i] end
-local read = function(i) return ARGV[1 + n + 3 * i - 2] end
-local value = function(i) return ARGV[1 + n + 3 * i - 1] end
-local write = function(i) return ARGV[1 + n + 3 * i] end
 local packed = ARGV[2 + 4 * n]
-
 local comps = {}
-for i = 1, n do comps[i] = struct.unpack('<I4', packed, 4 * i - 3) end
+for first = 1, n, CHUNK do
+  local m = math.min(CHUNK, n - first + 1)
+  local part = {struct.unpack('<' .. string.rep('I4', m), packed, 4 * (first - 1) + 1)}
+  for j = 1, m do comps[first + j - 1] = part[j] end
+end
 
+-- Key i is ARGV[1 + i]; its read, value and write are ARGV[n + 3i - 1],
+-- ARGV[n + 3i] and ARGV[n + 3i + 1].
+local call = redis.call
 local refused, list = {}, {}
 for i = 1, n do
-  if (redis.call('GET', key(i)) or '') ~= read(i) then
+  if (call('GET', ARGV[1 + i]) or '') ~= ARGV[n + 3 * i - 1] then
     local c = comps[i]
     if not refused[c] then
       refused[c] = true
@@ -46,13 +51,13 @@ for i = 1, n do
   end
 end
 for i = 1, n do
-  local ttl = write(i)
+  local ttl = ARGV[n + 3 * i + 1]
   if refused[comps[i]] then
     -- not written: its component found a key changed
   elseif ttl == WRITE_DELETE then
-    redis.call('DEL', key(i))
+    call('DEL', ARGV[1 + i])
   elseif ttl ~= WRITE_CHECK then
-    redis.call('SET', key(i), value(i), 'PX', ttl)
+    call('SET', ARGV[1 + i], ARGV[n + 3 * i], 'PX', ttl)
   end
 end
 return list
