@@ -149,7 +149,11 @@ func newProblem(status int, req *limiter.Request, d *limiter.Decision) problem {
 // client when it may send again, and a rule that cannot refuse the send
 // must not make a client that obeys them wait. A quiet rule is among
 // them only while its range holds the request, and then it refuses.
-func setQuotaHeaders(h http.Header, d *limiter.Decision) {
+//
+// resetIsTime writes X-RateLimit-Reset as the Unix time of the reset (the
+// decision's time plus the wait) for a provider that writes it so
+// (answer.Style.ResetIsTime).
+func setQuotaHeaders(h http.Header, d *limiter.Decision, resetIsTime bool) {
 	results := enforced(d.Results)
 	if len(results) == 0 {
 		return
@@ -169,7 +173,11 @@ func setQuotaHeaders(h http.Header, d *limiter.Decision) {
 	}
 	end[1] = len(buf)
 	t := results[tightestOf(results)]
-	for i, v := range [3]int64{t.Limit, t.Remaining, reply.CeilSeconds(t.Reset)} {
+	reset := reply.CeilSeconds(t.Reset)
+	if resetIsTime {
+		reset += d.Now.Unix()
+	}
+	for i, v := range [3]int64{t.Limit, t.Remaining, reset} {
 		buf = strconv.AppendInt(buf, v, 10)
 		end[2+i] = len(buf)
 	}

@@ -91,7 +91,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 	tally.add(h)
 	view := h.batchView(ds)
 	setBatchPlaceholders(repl, view, ds)
-	setQuotaHeaders(w.Header(), view)
+	setQuotaHeaders(w.Header(), view, h.style.ResetIsTime)
 	if len(denied) > 0 {
 		h.logBatchDenial(b, reqs, ds, denied)
 	}

@@ -52,6 +52,7 @@ func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *js
 	p := batchProblem{problem: newProblem(h.StatusCode, &reqs[worst], ds[worst])}
 	p.Detail = fmt.Sprintf("%d of %d entries denied; %s", len(denied), len(ds), p.Detail)
 	p.Denied = make([]deniedEntry, 0, len(denied))
+	entries := make([]answer.DeniedEntry, 0, len(denied))
 	for _, i := range denied {
 		d := ds[i]
 		e := deniedEntry{Path: b.EntryPath(i), Rule: d.Results[d.Denier].Rule.Name, RetryAfter: retryAfter(d.RetryAfter)}
@@ -59,10 +60,11 @@ func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *js
 			e.Value = b.Entries[i].Text
 		}
 		p.Denied = append(p.Denied, e)
+		entries = append(entries, answer.DeniedEntry{Path: e.Path, Message: newProblem(h.StatusCode, &reqs[i], d).Detail})
 	}
 	den := answer.Denial{
 		Status: h.StatusCode, Rule: p.Rule, Limit: p.Limit, RetryAfter: p.RetryAfter,
-		Message: p.Detail, Problem: p, Now: ds[worst].Now, Single: b.Single(), Batch: b,
+		Message: p.Detail, Problem: p, Now: ds[worst].Now, Single: b.Single(), Batch: b, Entries: entries,
 	}
 	if h.denyStyle.DenialIsTicket {
 		den.Tickets = make([]jsonbatch.Capped, len(ds))
@@ -105,6 +107,9 @@ func (h *Handler) batchView(ds []*limiter.Decision) *limiter.Decision {
 		}
 	}
 	view := &limiter.Decision{Allowed: true, Denier: -1}
+	if len(ds) > 0 {
+		view.Now = ds[0].Now // the batch is decided as one step
+	}
 	for k := range slots {
 		if have[k] {
 			view.Results = append(view.Results, slots[k])

@@ -398,7 +398,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	h.metrics.countDecision(d, h.DryRun, req.Exempt)
 	h.setPlaceholders(repl, d)
-	setQuotaHeaders(w.Header(), d)
+	setQuotaHeaders(w.Header(), d, h.style.ResetIsTime)
 	h.logShadows(req, d)
 	if !d.Allowed {
 		h.logDenial(req, d)

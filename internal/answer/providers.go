@@ -126,7 +126,17 @@ func sendgridDeny(w http.ResponseWriter, _ *http.Request, d *Denial) error {
 	h.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
 	h.Set("X-RateLimit-Remaining", "0")
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(d.Now.Unix()+d.RetryAfter, 10))
-	return writeJSON(w, http.StatusTooManyRequests, "application/json", sendgridErrors{[]sendgridError{{Message: d.Message}}})
+	if len(d.Entries) == 0 {
+		return writeJSON(w, http.StatusTooManyRequests, "application/json", sendgridErrors{[]sendgridError{{Message: d.Message}}})
+	}
+	// A refused mail: each capped addressee is an error of its own whose
+	// field is where it is, as SendGrid names the field of each error
+	// it finds in a mail.
+	errs := make([]sendgridError, len(d.Entries))
+	for i := range d.Entries {
+		errs[i] = sendgridError{Field: &d.Entries[i].Path, Message: d.Entries[i].Message}
+	}
+	return writeJSON(w, http.StatusTooManyRequests, "application/json", sendgridErrors{errs})
 }
 
 func sendgridFail(w http.ResponseWriter, _ *http.Request, f *Failure) error {

@@ -39,12 +39,26 @@ type Denial struct {
 	// or nil for a send that is not a batch. gorush's logs name each
 	// recipient and its notification from it.
 	Batch *jsonbatch.Batch
+	// Entries lists a refused batch's denied entries, in body order, for
+	// the styles that name each one in an error of its own (SendGrid's
+	// errors, each with its field); nil for a single send.
+	Entries []DeniedEntry
 	// Single is set when the request was one message as an object, not
 	// an array: Expo then answers one ticket, not an array of them.
 	Single bool
 	// Now is when the decision was made, for the fields that carry a
 	// time rather than a wait (SendGrid's X-RateLimit-Reset).
 	Now time.Time
+}
+
+// DeniedEntry is one denied recipient entry of a refused batch.
+type DeniedEntry struct {
+	// Path is the entry's path in the body
+	// ("personalizations.0.to.1.email").
+	Path string
+	// Message is one sentence for people, as Denial.Message for the
+	// entry's own rule.
+	Message string
 }
 
 // Failure is an answer about the request itself: it could not be
@@ -64,6 +78,10 @@ type Style struct {
 	// per recipient in a 200 (Expo's tickets, gorush's failed-push
 	// logs), rather than an error.
 	DenialIsTicket bool
+	// ResetIsTime is set when the provider's X-RateLimit-Reset is a Unix
+	// time rather than seconds to wait (SendGrid's): the gateway's quota
+	// fields then write it so on every answer, admitted ones included.
+	ResetIsTime bool
 	deny           func(w http.ResponseWriter, r *http.Request, d *Denial) error
 	fail           func(w http.ResponseWriter, r *http.Request, f *Failure) error
 	// splice, when set, reports dropped entries in the upstream's own
@@ -109,7 +127,7 @@ var styles = map[string]*Style{
 	"problem":  {deny: problemDeny, fail: plainFail},
 	"apns":     {deny: apnsDeny, fail: apnsFail},
 	"fcm":      {deny: fcmDeny, fail: fcmFail},
-	"sendgrid": {deny: sendgridDeny, fail: sendgridFail},
+	"sendgrid": {deny: sendgridDeny, fail: sendgridFail, ResetIsTime: true},
 	"twilio":   {deny: twilioDeny, fail: twilioFail},
 	"webpush":  {deny: webpushDeny, fail: webpushFail},
 	"expo":     {deny: expoDeny, fail: expoFail, DenialIsTicket: true, splice: expoSplice},
