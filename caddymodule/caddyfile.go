@@ -158,6 +158,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := checkPlaceholder("exempt", args[0]); err != nil {
 				return d.Errf("%v", err)
 			}
+			if err := checkExemptValues(args[1:]); err != nil {
+				return d.Errf("%v", err)
+			}
 			h.Exempt = &ExemptConfig{Placeholder: args[0], Values: args[1:]}
 		case "on_missing":
 			args := d.RemainingArgs()
@@ -592,7 +595,9 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 			}
 			if !isPlaceholder(rc.Cost) {
 				if n, perr := strconv.ParseInt(rc.Cost, 10, 64); perr != nil || n < 0 || n > limiter.MaxCost {
-					return nil, ruleErr("cost " + strconv.Quote(rc.Cost) + " is neither an integer from 0 to " + strconv.Itoa(limiter.MaxCost) + " nor a placeholder")
+					return nil, ruleErr("cost " + strconv.Quote(rc.Cost) + " is neither an integer from 1 to " + strconv.Itoa(limiter.MaxCost) + " nor a placeholder")
+				} else if n == 0 {
+					return nil, ruleErr(zeroCost)
 				}
 			}
 		case "lease":

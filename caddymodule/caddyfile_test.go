@@ -233,6 +233,13 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"unknown zone", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\tcalendar day Mars/Olympus\n\t}\n}", `rule x: unknown zone "Mars/Olympus"`, 6},
 		{"unknown fallback zone", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\tcalendar day {json.tz} Mars/Olympus\n\t}\n}", `rule x: fallback zone: unknown zone "Mars/Olympus"`, 6},
 		{"fallback without placeholder", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\tcalendar day UTC Asia/Tokyo\n\t}\n}", "a fallback zone needs a placeholder zone", 6},
+		{"zero cost", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t\tcost 0\n\t}\n}", "rule x: cost 0 counts no send, so the rule caps nothing", 7},
+		{"empty exempt value", "frequency_cap {\n\texempt {json.priority} \"\"" + valid + "\n}", `exempt: the value "" exempts every request that lacks the placeholder`, 2},
+		{"json placeholder without a path", "frequency_cap {\n\tdimension r {json}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", "{json} names no field", 2},
+		{"json path with an empty segment", "frequency_cap {\n\tdimension r {json.message..to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", `path "message..to": empty segment`, 2},
+		{"json path ending in a dot", "frequency_cap {\n\tdimension r {json.to.}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", `path "to.": empty segment`, 2},
+		{"form field without a name", "frequency_cap {\n\tdimension r {form.}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", "{form.} names no field", 2},
+		{"cost path with an empty segment", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t\tcost {json..amount}\n\t}\n}", `rule x: cost: "{json..amount}": path ".amount": empty segment`, 3},
 		{"bad cost", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t\tcost -2\n\t}\n}", `rule x: cost "-2"`, 7},
 		// A rule without by is one count over every send; a dimension
 		// it leaves unused is an error at the dimension's line.

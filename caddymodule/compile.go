@@ -155,6 +155,9 @@ func (h *Handler) compile() error {
 		if err := checkPlaceholder("exempt", e.Placeholder); err != nil {
 			return err
 		}
+		if err := checkExemptValues(e.Values); err != nil {
+			return err
+		}
 		exprs = append(exprs, e.Placeholder)
 	}
 	var paths []*jsonbatch.Path
@@ -241,7 +244,10 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 	default:
 		n, err := strconv.ParseInt(rc.Cost, 10, 64)
 		if err != nil || n < 0 || n > limiter.MaxCost {
-			return compiledRule{}, fmt.Errorf("rule %s: cost %q is neither an integer from 0 to %d nor a placeholder", rc.Name, rc.Cost, limiter.MaxCost)
+			return compiledRule{}, fmt.Errorf("rule %s: cost %q is neither an integer from 1 to %d nor a placeholder", rc.Name, rc.Cost, limiter.MaxCost)
+		}
+		if n == 0 {
+			return compiledRule{}, fmt.Errorf("rule %s: %s", rc.Name, zeroCost)
 		}
 		cr.cost = n
 		r.Weight = rc.Cost

@@ -83,9 +83,10 @@ type RuleConfig struct {
 	// Only with a placeholder Zone. Default UTC.
 	FallbackZone string `json:"fallback_zone,omitempty"`
 
-	// Cost is how many units a request counts: a non-negative integer, or a
-	// placeholder that yields one ("{json.amount}"); a request whose cost
-	// is not a non-negative integer is answered 400. Default 1.
+	// Cost is how many units a request counts: a positive integer (0
+	// would count nothing: a config error), or a placeholder that yields
+	// a non-negative one ("{json.amount}"); a request whose cost is not a
+	// non-negative integer is answered 400. Default 1.
 	Cost string `json:"cost,omitempty"`
 
 	// Quiet makes the rule a quiet rule: "HH:MM-HH:MM" (24-hour clock, in

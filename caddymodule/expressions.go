@@ -3,6 +3,8 @@ package caddymodule
 import (
 	"fmt"
 	"strings"
+
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 )
 
 // An expression's mistakes that would make every request look alike are
@@ -48,7 +50,51 @@ func checkBraces(expr string) error {
 	if open >= 0 {
 		return fmt.Errorf("%q does not close its placeholder %q; write %s}", expr, expr[open:], expr[open:])
 	}
-	return nil
+	return checkBodyPaths(expr)
+}
+
+// bodyPlaceholders are the module's placeholders that read a field of
+// the body: each needs a path (a form field's name) after its dot.
+var bodyPlaceholders = []string{"json", "form", jsonbatch.FCMTopics.Name, jsonbatch.FCMTopic.Name, jsonbatch.EmailAddress.Name}
+
+// checkBodyPaths refuses a body placeholder without a path, or whose
+// path does not parse ({json}, {json.}, {json..to}, {json.to.}): it
+// would find nothing in any request, so under on_missing skip its rules
+// would cap nothing, and under reject every request would be a 400.
+func checkBodyPaths(expr string) error {
+	for rest := expr; ; {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			return nil
+		}
+		if i > 0 && rest[i-1] == '\\' {
+			rest = rest[i+1:]
+			continue
+		}
+		end := strings.IndexByte(rest[i:], '}')
+		if end < 0 {
+			return nil // checkBraces reports it
+		}
+		name := rest[i+1 : i+end]
+		rest = rest[i+end:]
+		for _, kind := range bodyPlaceholders {
+			path, dotted := strings.CutPrefix(name, kind+".")
+			switch {
+			case name == kind:
+				return fmt.Errorf("%q: {%s} names no field; write {%s.<path>}", expr, name, kind)
+			case !dotted:
+				continue
+			case kind == "form":
+				if path == "" {
+					return fmt.Errorf("%q: {%s} names no field; write {form.<field>}", expr, name)
+				}
+			default:
+				if _, err := jsonbatch.ParsePath(path); err != nil {
+					return fmt.Errorf("%q: %v", expr, err)
+				}
+			}
+		}
+	}
 }
 
 // constantPrefixes are the placeholders whose value is the same for
@@ -116,6 +162,23 @@ func checkPlaceholder(what, expr string) error {
 	}
 	if err := checkBraces(expr); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// zeroCost refuses a constant cost of 0: every send would count nothing,
+// so the rule would never refuse one. (A placeholder cost may be 0 for
+// some requests: those are the sends that cost nothing.)
+const zeroCost = "cost 0 counts no send, so the rule caps nothing; remove the rule, or watch it with dry_run"
+
+// checkExemptValues refuses an empty exempt value: a request without the
+// placeholder reads as empty, so every such request would pass every
+// rule.
+func checkExemptValues(values []string) error {
+	for _, v := range values {
+		if strings.TrimSpace(v) == "" {
+			return fmt.Errorf("exempt: the value %q exempts every request that lacks the placeholder, so nothing would be capped for them; name the values that exempt, such as otp", v)
+		}
 	}
 	return nil
 }
