@@ -82,8 +82,8 @@ type Style struct {
 	// time rather than seconds to wait (SendGrid's): the gateway's quota
 	// fields then write it so on every answer, admitted ones included.
 	ResetIsTime bool
-	deny           func(w http.ResponseWriter, r *http.Request, d *Denial) error
-	fail           func(w http.ResponseWriter, r *http.Request, f *Failure) error
+	deny        func(w http.ResponseWriter, r *http.Request, d *Denial) error
+	fail        func(w http.ResponseWriter, r *http.Request, f *Failure) error
 	// splice, when set, reports dropped entries in the upstream's own
 	// answer to the batch without them (see Splice).
 	splice func(status int, body []byte, b *jsonbatch.Batch, capped []jsonbatch.Capped) ([]byte, bool)
