@@ -81,9 +81,11 @@ func TestAdminUsage(t *testing.T) {
 }
 
 // TestAdminResetKeepsEverySend proves that a reset of one recipient
-// leaves a rule without by (one count over every send, shared by all)
-// alone and names it as kept, while a reset that names no value is that
-// rule's own.
+// leaves the rules other recipients share alone and names them as kept:
+// a rule without by (one count over every send), and a campaign's budget
+// when the reset names the recipient beside the campaign; while a reset
+// that names the campaign alone is its budget's, and one that names no
+// value the rule without by's.
 func TestAdminResetKeepsEverySend(t *testing.T) {
 	eachBackend(t, func(t *testing.T, redisLine string) {
 		up := startUpstream(t)
@@ -102,16 +104,40 @@ func TestAdminResetKeepsEverySend(t *testing.T) {
 			limit  100
 			window 1h
 		}
+		dimension campaign {json.campaign}
+		rule campaign_budget {
+			by     campaign
+			limit  1000
+			window 24h
+		}
+		rule in_campaign {
+			by     campaign recipient
+			limit  2
+			window 24h
+		}
 	}
 	reverse_proxy %s`, redisLine, testPrefix(), up.addr()))
 		for _, to := range []string{"g1", "g2", "g3"} {
-			expectStatus(t, g.send("/v1/send", map[string]any{"to": to}), http.StatusOK)
+			expectStatus(t, g.send("/v1/send", map[string]any{"to": to, "campaign": "spring"}), http.StatusOK)
 		}
 		r := resetUsage(t, "everyone", "recipient=g1")
 		if !reflect.DeepEqual(r.Reset, []string{"per_recipient"}) || !reflect.DeepEqual(r.Kept, []string{"all"}) {
 			t.Fatalf("a recipient's reset answered %+v, want per_recipient reset and all kept", r)
 		}
 		expectUsage(t, usageOf(t, "everyone", "recipient=g1"), map[string][2]int64{"per_recipient": {0, 5}, "all": {3, 97}})
+		// g2 in the spring campaign: her counts, hers within the
+		// campaign included, and not the campaign's budget, which every
+		// recipient of the campaign shares.
+		r = resetUsage(t, "everyone", "recipient=g2&campaign=spring")
+		if !reflect.DeepEqual(r.Reset, []string{"per_recipient", "in_campaign"}) || !reflect.DeepEqual(r.Kept, []string{"all", "campaign_budget"}) {
+			t.Fatalf("a recipient's reset in a campaign answered %+v, want per_recipient and in_campaign reset, all and campaign_budget kept", r)
+		}
+		expectUsage(t, usageOf(t, "everyone", "recipient=g2&campaign=spring"), map[string][2]int64{
+			"per_recipient": {0, 5}, "all": {3, 97}, "campaign_budget": {3, 997}, "in_campaign": {0, 2}})
+		// The campaign alone: its budget is what is reset.
+		if r := resetUsage(t, "everyone", "campaign=spring"); !reflect.DeepEqual(r.Reset, []string{"campaign_budget"}) || !reflect.DeepEqual(r.Kept, []string{"all"}) {
+			t.Fatalf("the campaign's reset answered %+v, want campaign_budget reset, all kept", r)
+		}
 		if r := resetUsage(t, "everyone", ""); !reflect.DeepEqual(r.Reset, []string{"all"}) || r.Kept != nil {
 			t.Fatalf("the global reset answered %+v, want all reset", r)
 		}

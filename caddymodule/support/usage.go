@@ -39,7 +39,7 @@ func serveUsage(w http.ResponseWriter, r *http.Request, name, via string, fields
 	ctx, cancel := context.WithTimeout(r.Context(), max(cs.Timeout, usageTimeout))
 	defer cancel()
 	if r.Method == http.MethodDelete {
-		kept := q.keepEverySend()
+		kept := q.keepShared()
 		rules, err := q.reset(ctx, via, fields)
 		if err != nil {
 			return storeUnavailable(w, err)
@@ -156,8 +156,9 @@ func precisionOf(grain time.Duration) string {
 type resetAnswer struct {
 	Name  string   `json:"name"`
 	Reset []string `json:"reset"`
-	// Kept names the rules without by that a reset of one value left
-	// alone (see keepEverySend); omitted when none.
+	// Kept names the rules whose logs other recipients share, that a
+	// reset of one recipient left alone (see keepShared); omitted when
+	// none.
 	Kept []string `json:"kept,omitempty"`
 }
 
@@ -312,18 +313,30 @@ func usageOf(cs *capset.CapSet, ctx context.Context, entries []usageEntry) (time
 	return now, out, nil
 }
 
-// keepEverySend takes the rules without by (one count over every send)
-// out of a reset that names a value, and returns their names: a support
-// reset of one recipient must not give every recipient the global
-// ceiling's quota back, as a log shared with others is kept. A reset
-// that names no value (DELETE usage with no parameters) is the global
-// rules' own, and keeps them in.
-func (q *usageQuery) keepEverySend() []string {
-	namesAValue := false
-	for _, d := range q.cs.Dims {
-		if _, given := q.values[d.Name]; given && !d.Constant {
-			namesAValue = true
+// keepShared takes out of a reset the rules whose logs other recipients
+// share, and returns their names: a support reset of one recipient must
+// give no one else quota back. Those are the rules without by (one count
+// over every send), whenever the reset names a value, and the rules that
+// do not count by the recipient (a campaign's budget, by campaign alone)
+// when it names the recipient's: "ivy in the spring campaign" resets her
+// counts, hers within the campaign included, and keeps the campaign's.
+// The recipient is the cap set's first dimension (the first rule's
+// first), as it is the batch dimension. A reset that names no value
+// (DELETE usage with no parameters) resets the rules without by, and one
+// that names the campaign alone the campaign's budget.
+func (q *usageQuery) keepShared() []string {
+	namesAValue, recipient, first := false, -1, true
+	for i, d := range q.cs.Dims {
+		if d.Constant {
+			continue
 		}
+		if _, given := q.values[d.Name]; given {
+			namesAValue = true
+			if first {
+				recipient = i // the reset names the recipient
+			}
+		}
+		first = false
 	}
 	if !namesAValue {
 		return nil
@@ -335,7 +348,8 @@ func (q *usageQuery) keepEverySend() []string {
 		for _, di := range cr.Dims {
 			global = global && q.cs.Dims[di].Constant
 		}
-		if global && cr.Rule.Quiet == nil {
+		shared := global || (recipient >= 0 && !slices.Contains(cr.Dims, recipient))
+		if shared && cr.Rule.Quiet == nil {
 			kept = append(kept, cr.Rule.Name)
 			continue
 		}
