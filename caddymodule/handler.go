@@ -294,7 +294,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.warns = &storeWarnings{logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval, reasons: reasons, refusals: refusals}
 	h.locals = &storeWarnings{msg: "frequency cap store failing: deciding in the local store", logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval, reasons: reasons, refusals: refusals}
 	h.outage = &storeOutage{logger: h.logger, handler: h.Name}
-	h.capSet = h.register()
+	cs, err := h.register(ctx.Context)
+	if err != nil {
+		return fmt.Errorf("frequency_cap %s: %w", h.Name, err)
+	}
+	h.capSet = cs
 	if err := h.checkStoreAtStart(ctx, cfg); err != nil {
 		return fmt.Errorf("frequency_cap %s: %w", h.Name, err)
 	}

@@ -1,12 +1,19 @@
 package caddymodule
 
 import (
+	"encoding/json"
+	"errors"
+
+	"go.uber.org/zap"
+
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/capset"
 )
 
 // register makes the handler findable by name and returns its entry for
-// unregister.
-func (h *Handler) register() *capset.CapSet {
+// unregister. load is the config's identity (caddy.Context's root
+// context, one per config loaded): two cap sets of one config with one
+// name and different settings are an error.
+func (h *Handler) register(load any) (*capset.CapSet, error) {
 	usage, reset := newStoreOp(h.Name, opUsage), newStoreOp(h.Name, opReset)
 	cs := &capset.CapSet{
 		Name:         h.Name,
@@ -33,6 +40,17 @@ func (h *Handler) register() *capset.CapSet {
 	if h.Redis != nil {
 		cs.StoreKind = "redis"
 	}
-	capset.Register(cs)
-	return cs
+	// The exported fields are the settings as configured (and
+	// defaulted): the same cap set used in two routes has the same.
+	signature, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	switch err := capset.Register(cs, load, string(signature), h.Name != DefaultName); {
+	case errors.Is(err, capset.ErrSameName):
+		h.logger.Warn("several frequency_cap cap sets without a name, with other settings: the admin API and the console cannot tell them apart (they answer 409 for "+DefaultName+"), nor can the metrics; give each a name", zap.String("name", h.Name))
+	case err != nil:
+		return nil, err
+	}
+	return cs, nil
 }

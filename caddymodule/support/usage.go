@@ -61,7 +61,13 @@ func supportTarget(w http.ResponseWriter, r *http.Request, name string) (cs *cap
 		w.Header().Set("Allow", "GET, DELETE")
 		return nil, (&reply.Failure{Status: http.StatusMethodNotAllowed, Reason: "method " + r.Method + " not allowed: use GET or DELETE"}).Write(w)
 	}
-	if cs = capset.Lookup(name); cs == nil {
+	cs, err = capset.Lookup(name)
+	switch {
+	case err != nil:
+		// Several cap sets answer to the name: answering for one would
+		// tell of sends the other decided.
+		return nil, (&reply.Failure{Status: http.StatusConflict, Reason: fmt.Sprintf("cap set %q: %v; name each cap set (frequency_cap's name) to ask about it", name, err)}).Write(w)
+	case cs == nil:
 		return nil, unknownCapSet(w, name)
 	}
 	return cs, nil

@@ -7,6 +7,8 @@
 package capset
 
 import (
+	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -50,6 +52,11 @@ type CapSet struct {
 	// Missing lists the dimensions no request had a value for in the
 	// last minute (or the first 100 requests), under on_missing skip.
 	Missing func() []string
+
+	// load and signature are what Register compares cap sets of one
+	// name by.
+	load      any
+	signature string
 }
 
 // Rule is what support reads of a rule: its engine rule, its
@@ -96,11 +103,35 @@ var capSets = struct {
 	byName map[string][]*CapSet
 }{byName: make(map[string][]*CapSet)}
 
-// Register makes cs findable by its name, until Unregister.
-func Register(cs *CapSet) {
+// ErrSameName is Register's answer when cs was registered beside a cap
+// set of the same config and name with other settings, where the name
+// was not chosen (the default): the caller warns, and Lookup refuses the
+// name until the config changes.
+var ErrSameName = errors.New("another frequency_cap in this config has the same name with other settings")
+
+// Register makes cs findable by its name, until Unregister. Of cap sets
+// loaded with the same config (load, the config's identity) under one
+// name, the same settings (signature) are one cap set used in several
+// routes; other settings are two cap sets that the admin API, the console
+// and the metrics, which tell cap sets apart by name, would confuse. A
+// chosen name (named) is then refused with an error; the default name is
+// registered, answered ErrSameName, and looked up as ambiguous. A
+// reload's new config (another load) replaces the old one's.
+func Register(cs *CapSet, load any, signature string, named bool) error {
 	capSets.Lock()
+	defer capSets.Unlock()
+	var err error
+	for _, e := range capSets.byName[cs.Name] {
+		if load != nil && e.load == load && e.signature != signature {
+			if named {
+				return fmt.Errorf("another frequency_cap in this config is named %s with other settings; give each cap set a name of its own (metrics, the admin API and the console tell them apart by it)", cs.Name)
+			}
+			err = ErrSameName
+		}
+	}
+	cs.load, cs.signature = load, signature
 	capSets.byName[cs.Name] = append(capSets.byName[cs.Name], cs)
-	capSets.Unlock()
+	return err
 }
 
 // Unregister removes one entry; harmless when it is nil or already gone.
@@ -125,17 +156,23 @@ func Unregister(cs *CapSet) {
 }
 
 // Lookup returns the newest handler provisioned under name, or nil.
-// Handlers that share a name should share their rules (one cap set used in
-// several routes); if they do not, the admin API answers for the one
-// loaded last.
-func Lookup(name string) *CapSet {
+// During a reload, the new config's is the newest. When that config
+// holds cap sets of other settings under the name (unnamed ones, all
+// "default"), it answers ErrSameName rather than pick one.
+func Lookup(name string) (*CapSet, error) {
 	capSets.RLock()
 	defer capSets.RUnlock()
 	list := capSets.byName[name]
 	if len(list) == 0 {
-		return nil
+		return nil, nil
 	}
-	return list[len(list)-1]
+	newest := list[len(list)-1]
+	for _, e := range list {
+		if newest.load != nil && e.load == newest.load && e.signature != newest.signature {
+			return nil, ErrSameName
+		}
+	}
+	return newest, nil
 }
 
 // List returns the newest handler under each name, by name.
