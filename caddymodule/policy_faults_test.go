@@ -19,7 +19,8 @@ import (
 // (10/3 rounded up: 4), so a recipient gets at most 12 during the outage;
 // that the metrics say store="local"; that decisions go back to Redis by
 // themselves when it is back, with nothing admitted locally copied there;
-// and that no goroutine is left behind.
+// that the admin API answers 503 about a recipient meanwhile rather than
+// what the local store holds; and that no goroutine is left behind.
 func TestPolicyLocalFallback(t *testing.T) {
 	// Redis writes with appendfsync always, so the counts before the
 	// outage survive the kill; a slow fsync on a busy machine must not
@@ -115,6 +116,15 @@ func TestPolicyLocalFallback(t *testing.T) {
 	}
 	if total > 12 {
 		t.Errorf("a recipient got %d during the outage, over 3 × 4", total)
+	}
+	// Support asks about erin meanwhile: the local store holds only this
+	// gateway's outage sends, not the 2 Redis holds, so the answer is
+	// that the store failed, not a usage (nor "nothing held").
+	for _, path := range []string{"/frequency_cap/gw1/usage?recipient=erin", "/frequency_cap/gw1/records?recipient=erin"} {
+		a := adminDo(t, http.MethodGet, path)
+		if a.status != http.StatusServiceUnavailable || !strings.Contains(string(a.body), "local fallback holds only what it admitted") {
+			t.Errorf("GET %s during the outage: %d %s, want 503 naming the fallback", path, a.status, a.body)
+		}
 	}
 	close(stop)
 	wg.Wait()

@@ -241,6 +241,13 @@ func usageOf(cs *capset.CapSet, ctx context.Context, entries []usageEntry) (time
 		start := time.Now()
 		d, err := cs.Store.Usage(ctx, req)
 		cs.ObserveUsage(start, err)
+		if err == nil && d.Fallback != nil {
+			// on_error local answered from this gateway's own store,
+			// which holds only what it admitted while the shared one
+			// failed: no answer about a recipient rather than a false
+			// "nothing held".
+			err = fmt.Errorf("the store failed (%v); this gateway's local fallback holds only what it admitted since, so it cannot say what the store holds", d.Fallback)
+		}
 		if err != nil {
 			return time.Time{}, nil, err
 		}
