@@ -16,8 +16,10 @@ import (
 // testFCMGateway: a registration token's 16th message within a minute is
 // answered as FCM answers a quota error, with the FcmError detail that
 // firebase-admin keys on, and never reaches FCM; a body that is not JSON
-// is FCM's INVALID_ARGUMENT. (The Admin SDK reading these answers is
-// conformance/gosdk's test.)
+// is FCM's INVALID_ARGUMENT; the same text in another field (Android's,
+// APNs' alert, a title) is the same content, and a data-only message has
+// none. (The Admin SDK reading these answers is conformance/gosdk's
+// test.)
 func testFCMGateway(t *testing.T, path string) {
 	up := startUpstream(t)
 	g := startExample(t, path, up)
@@ -41,6 +43,27 @@ func testFCMGateway(t *testing.T, path string) {
 	expectStatus(t, a, http.StatusBadRequest)
 	if !strings.Contains(string(a.body), `"status":"INVALID_ARGUMENT"`) {
 		t.Errorf("a body that is not JSON: %s", a.body)
+	}
+	// The same text is one content wherever the message puts it: twice
+	// as the notification's, the third time as Android's is refused, and
+	// so is the title and body run together as a title alone.
+	other := unique("fcm-token")
+	for i, m := range []string{
+		`{"message":{"token":%q,"notification":{"title":"Sale","body":"50%% off"}}}`,
+		`{"message":{"token":%q,"android":{"notification":{"title":"Sale","body":"50%% off"}}}}`,
+		`{"message":{"token":%q,"notification":{"title":"Sale50%% off"}}}`,
+		`{"message":{"token":%q,"apns":{"payload":{"aps":{"alert":"Sale50%% off"}}}}}`,
+	} {
+		want := http.StatusOK
+		if i >= 2 {
+			want = http.StatusTooManyRequests
+		}
+		expectStatus(t, g.post(send, "application/json", fmt.Sprintf(m, other)), want)
+	}
+	// A data-only message has no text: capped by the per-token rules
+	// alone.
+	for range 3 {
+		expectStatus(t, g.post(send, "application/json", fmt.Sprintf(`{"message":{"token":%q,"data":{"k":"v"}}}`, other)), http.StatusOK)
 	}
 }
 
