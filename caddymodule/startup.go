@@ -96,6 +96,12 @@ func (h *Handler) checkStoreAtStart(ctx caddy.Context, cfg *redisstore.Config) e
 	if ctx.Err() != nil {
 		return nil // unloaded meanwhile: what was cut short is no news
 	}
+	if check.Err != nil && (cfg.TLS || strings.HasPrefix(cfg.URL, "rediss://")) {
+		// A server without TLS reads the client's hello as a command and
+		// waits for the rest: the handshake never ends, which looks like
+		// an outage.
+		fields = append(fields, zap.String("hint", "tls is on: a server that does not speak TLS never completes the handshake and looks unreachable; check that the server has TLS on"))
+	}
 	logStartCheck(h.logger, check, fields)
 	logger := h.logger
 	go func() {

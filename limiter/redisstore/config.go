@@ -113,6 +113,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("redis: address %q has no port", a)
 		}
 	}
+	// TLS settings without TLS would be ignored: the connection would be
+	// plain while the config reads as verified.
+	if (c.TLSCA != "" || c.TLSServerName != "" || c.TLSInsecureSkipVerify) && !c.TLS && !strings.HasPrefix(c.URL, "rediss://") {
+		return fmt.Errorf("redis: tls_ca, tls_server_name and tls_insecure_skip_verify need tls (or a rediss:// url)")
+	}
 	return nil
 }
 

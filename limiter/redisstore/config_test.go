@@ -415,3 +415,27 @@ func TestACLRefusalWordings(t *testing.T) {
 		t.Error("nil is an ACL refusal")
 	}
 }
+
+// TestConfigTLSSettingsNeedTLS proves that tls_ca, tls_server_name and
+// tls_insecure_skip_verify without tls (or a rediss:// url) are a config
+// error: ignored, the connection would be plain while the config reads
+// as verified.
+func TestConfigTLSSettingsNeedTLS(t *testing.T) {
+	for _, c := range []Config{
+		{Addresses: []string{"127.0.0.1:6379"}, TLSCA: "/etc/ca.pem"},
+		{Addresses: []string{"127.0.0.1:6379"}, TLSServerName: "redis.internal"},
+		{URL: "redis://127.0.0.1:6379/0", TLSInsecureSkipVerify: true},
+	} {
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "need tls") {
+			t.Errorf("%+v: %v, want an error saying they need tls", c, err)
+		}
+	}
+	for _, c := range []Config{
+		{Addresses: []string{"127.0.0.1:6379"}, TLS: true, TLSCA: "/etc/ca.pem"},
+		{URL: "rediss://127.0.0.1:6379/0", TLSServerName: "redis.internal"},
+	} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
