@@ -107,7 +107,7 @@ func (s *Store) DecideBatch(ctx context.Context, reqs []limiter.Request, mode li
 			out[i] = s.localDecision(&reqs[i], taken[i], nil)
 		default:
 			if !d.Allowed {
-				s.putBack(taken[i])
+				s.putBackDenied(taken[i])
 			}
 			out[i] = s.merge(&reqs[i], taken[i], d)
 		}

@@ -20,8 +20,9 @@ func memInner(t *testing.T, c *clock) *counting {
 }
 
 // A request that takes a unit from the block and is then denied by the
-// recipient's cap gives the unit back to the block, without a store call:
-// the store ends up counting only the admitted sends.
+// recipient's cap gives the unit back to the block, without a store call,
+// and its answer counts the leased rule without it: the store ends up
+// counting only the admitted sends.
 func TestRecipientDenialGivesTheUnitBack(t *testing.T) {
 	c := newClock(t0)
 	inner := memInner(t, c)
@@ -39,6 +40,11 @@ func TestRecipientDenialGivesTheUnitBack(t *testing.T) {
 	}
 	if d.ID() != "" {
 		t.Errorf("a denied decision has the id %q", d.ID())
+	}
+	// The leased rule's answer in the denial is what it counts without
+	// the send, as any store answers it (the quota fields read it).
+	if r := d.Results[0]; r.Used != 1 || r.Remaining != 233_299 {
+		t.Errorf("the leased rule in the denial: used %d, remaining %d; want 1 and 233299", r.Used, r.Remaining)
 	}
 	if d := send("bob"); !d.Allowed || d.Results[0].Used != 2 {
 		t.Fatalf("send to bob: %+v", d.Results)

@@ -335,3 +335,15 @@ func (s *Store) putBack(taken []taking) {
 		s.giveUnits(context.Background(), tk.b, tk.units, -1)
 	}
 }
+
+// putBackDenied puts back the units of a request another rule denied,
+// and answers its leased checks as any store answers a rule of a denied
+// request: what it counts without the send.
+func (s *Store) putBackDenied(taken []taking) {
+	s.putBack(taken)
+	for i := range taken {
+		res := &taken[i].res
+		res.Used = max(0, res.Used-taken[i].units)
+		res.Remaining = max(0, res.Limit-res.Used)
+	}
+}

@@ -142,7 +142,7 @@ func (s *Store) Decide(ctx context.Context, req *limiter.Request) (*limiter.Deci
 		return nil, err
 	}
 	if !d.Allowed {
-		s.putBack(taken)
+		s.putBackDenied(taken)
 	}
 	return s.merge(req, taken, d), nil
 }
