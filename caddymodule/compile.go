@@ -165,6 +165,8 @@ func (h *Handler) compile() error {
 		h.needs |= needsOf(e)
 		paths = append(paths, jsonPathsOf(e)...)
 		h.formFields = append(h.formFields, formFieldsOf(e)...)
+		h.queryParams = append(h.queryParams, placeholderArgs(e, "http.request.uri.query")...)
+		h.headerNames = append(h.headerNames, placeholderArgs(e, "http.request.header")...)
 	}
 	h.jsonPaths = jsonbatch.NewFolds(paths)
 	if h.AnyContentType && h.needs != 0 {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 	"github.com/freqcap/caddy-freqcap/internal/bodycodec"
@@ -90,6 +91,51 @@ func repeatedField(form url.Values, fields []string) *reply.Failure {
 	for _, f := range fields {
 		if n := len(form[f]); n > 1 {
 			return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request body is not a valid form: it gives field %q %d times, and readers differ on which counts", f, n)}
+		}
+	}
+	return nil
+}
+
+// repeatedInRequest refuses a request that gives a query parameter or a
+// header field a placeholder reads more than once: Caddy's placeholder
+// joins the values with commas ("alice,x1"), counted as a recipient of
+// its own, while an upstream reads one of them (Go's Query().Get and
+// Header.Get the first, others the last), so a sender could reach a
+// capped recipient past her cap.
+func repeatedInRequest(r *http.Request, params, headers []string) *reply.Failure {
+	if len(params) > 0 {
+		q := r.URL.Query()
+		for _, p := range params {
+			if n := len(q[p]); n > 1 {
+				return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request query gives parameter %q %d times, and readers differ on which counts", p, n)}
+			}
+		}
+	}
+	for _, h := range headers {
+		if n := len(r.Header.Values(h)); n > 1 {
+			return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request gives header field %q %d times, and readers differ on which counts", h, n)}
+		}
+	}
+	return nil
+}
+
+// formFieldInQuery refuses a form body whose field a placeholder reads
+// is also in the query string, or is not UTF-8: readers differ there too
+// (Go's FormValue reads the body's, Flask's request.values the query's;
+// Python and Node decode invalid UTF-8 to U+FFFD, so "%F1" and "%F2"
+// would be one text upstream and two here).
+func formFieldInQuery(r *http.Request, form url.Values, fields []string) *reply.Failure {
+	q := r.URL.Query()
+	for _, f := range fields {
+		if _, ok := q[f]; ok {
+			if _, inBody := form[f]; inBody {
+				return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request gives form field %q in its body and in its query, and readers differ on which counts", f)}
+			}
+		}
+		for _, v := range form[f] {
+			if !utf8.ValidString(v) {
+				return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request body is not a valid form: field %q is not UTF-8", f)}
+			}
 		}
 	}
 	return nil
@@ -180,6 +226,10 @@ func readBody(r *http.Request, needs int, maxBody int64) (*body, *reply.Failure)
 		}
 	}
 	if needs&needAnyType == 0 {
+		if n := len(r.Header.Values("Content-Type")); n > 1 {
+			// An upstream may parse by the last; the check reads one.
+			return nil, &reply.Failure{Status: http.StatusUnsupportedMediaType, Reason: fmt.Sprintf("request declares Content-Type %d times, and readers differ on which counts; send one", n)}
+		}
 		var fail *reply.Failure
 		if needs, fail = declaredFormat(r.Header.Get("Content-Type"), needs); fail != nil {
 			return nil, fail

@@ -211,15 +211,19 @@ type Handler struct {
 	needs      int
 	jsonPaths  *jsonbatch.Folds // every {json.<path>} the cap set reads
 	formFields []string         // every {form.<field>} it reads
-	exempt     map[string]bool  // Exempt.Values
-	refundOn   []statusMatch
-	timeout    time.Duration
-	store      limiter.Store
-	storeKey   string
-	localKey   string // on_error local's store, or ""
-	logger     *zap.Logger
-	metrics    *handlerMetrics
-	warns      *storeWarnings
+	// queryParams and headerNames are the query parameters and header
+	// fields its placeholders read ({http.request.uri.query.<name>},
+	// {http.request.header.<name>}): each must come at most once.
+	queryParams, headerNames []string
+	exempt                   map[string]bool // Exempt.Values
+	refundOn                 []statusMatch
+	timeout                  time.Duration
+	store                    limiter.Store
+	storeKey                 string
+	localKey                 string // on_error local's store, or ""
+	logger                   *zap.Logger
+	metrics                  *handlerMetrics
+	warns                    *storeWarnings
 	// locals notes the decisions made locally under on_error local.
 	locals *storeWarnings
 	// outage logs the store answering again after it failed.
@@ -354,6 +358,10 @@ func (h *Handler) Cleanup() error {
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if fail := repeatedInRequest(r, h.queryParams, h.headerNames); fail != nil {
+		undecided(repl)
+		return h.fail(w, r, fail)
+	}
 	if h.needs != 0 {
 		b, fail := readBody(r, h.needs, h.MaxBody)
 		if fail == nil && b.json != nil {
@@ -361,6 +369,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		if fail == nil && b.form != nil {
 			fail = repeatedField(b.form, h.formFields)
+		}
+		if fail == nil && b.form != nil {
+			fail = formFieldInQuery(r, b.form, h.formFields)
 		}
 		if fail != nil {
 			undecided(repl)

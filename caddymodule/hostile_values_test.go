@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -419,5 +420,76 @@ func TestHostileRepeatedFormField(t *testing.T) {
 	}
 	if got := up.count(); got != 1 {
 		t.Errorf("upstream got %d, want 1", got)
+	}
+}
+
+// TestHostileRepeatedQueryAndHeader proves a request that gives a query
+// parameter or a header field a placeholder reads more than once is
+// refused: Caddy joins the values with commas ("alice,x1", a recipient of
+// its own), while an upstream reads one of them and delivers to alice
+// past her cap. So is a form field given in the body and in the query
+// (Go reads the body's, Flask's request.values the query's), a form value
+// that is not UTF-8, and a body that declares two Content-Types.
+// Parameters and fields no placeholder reads may repeat.
+func TestHostileRepeatedQueryAndHeader(t *testing.T) {
+	up := startUpstream(t)
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap /q* {
+		key_prefix %[1]s
+		dimension  recipient {query.to}
+		dimension  channel {header.X-Channel}
+		on_missing skip channel
+		%[2]s
+		%[3]s
+	}
+	frequency_cap /f* {
+		name form
+		key_prefix %[1]s
+		dimension  recipient {form.To}
+		%[4]s
+	}
+	reverse_proxy %[5]s`, testPrefix(), ruleBlock("once", "recipient", 1), ruleBlock("per_channel", "recipient channel", 1),
+		ruleBlock("once_form", "recipient", 1), up.addr()))
+	const form = "application/x-www-form-urlencoded"
+	// post sends body with every header line given, repeats kept.
+	post := func(path, body string, lines ...string) *answer {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, g.url+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range lines {
+			k, v, _ := strings.Cut(l, ":")
+			req.Header.Add(k, strings.TrimSpace(v))
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return &answer{status: res.StatusCode, header: res.Header, body: b}
+	}
+	text, formType := "Content-Type: text/plain", "Content-Type: "+form
+	for _, tc := range []struct {
+		name   string
+		a      *answer
+		status int
+	}{
+		{"to twice", post("/q?to=alice&to=x1", "hi", text), 400},
+		{"alice", post("/q?to=alice&tag=a&tag=b", "hi", text), 200},
+		{"alice again", post("/q?to=alice", "hi", text), 429},
+		{"X-Channel twice", post("/q?to=bob", "hi", text, "X-Channel: sms", "X-Channel: n1"), 400},
+		{"To in body and query", post("/f?To=%2B15550100", "To=%2B19990001", formType), 400},
+		{"To not UTF-8", post("/f", "To=%2B1555%F1", formType), 400},
+		{"two Content-Types", post("/f", "To=%2B15550200", formType, "Content-Type: application/json"), 415},
+		{"one form", post("/f", "To=%2B15550200", formType), 200},
+	} {
+		if tc.a.status != tc.status {
+			t.Errorf("%s: status %d, want %d; %s", tc.name, tc.a.status, tc.status, tc.a.body)
+		}
+	}
+	if got := up.count(); got != 2 {
+		t.Errorf("upstream got %d, want 2", got)
 	}
 }

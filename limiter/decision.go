@@ -47,6 +47,11 @@ type Request struct {
 	// every check's log as any admission: a one-time password gets through
 	// a full marketing cap and still uses it up.
 	Exempt bool
+	// Keep is for Store.Reset alone: the records made within Keep before
+	// now stay, the older ones are forgotten; 0 forgets every record. A
+	// leased budget is reset so (limiter/lease): a block another gateway
+	// may still be spending is counted only by its record.
+	Keep time.Duration
 }
 
 // Result is one rule's part of a decision.
@@ -123,7 +128,8 @@ type Store interface {
 	// Refund gives back what the admission id recorded, once: it reports
 	// false for a second refund, an expired record or an unknown id.
 	Refund(ctx context.Context, id string) (bool, error)
-	// Reset forgets every record of the checks' logs.
+	// Reset forgets the records of the checks' logs: every record, or
+	// those older than Request.Keep.
 	Reset(ctx context.Context, req *Request) error
 	// Close releases what the store holds.
 	Close() error

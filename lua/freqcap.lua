@@ -66,7 +66,9 @@
 --          A record refunded takes its units off the exempt mark at its
 --          time, if any.
 -- OP_RESET: ARGV[2] now (0: TIME), ARGV[3] section count, then per
---          section: key index, sub-log id. The log's exempt marks go too.
+--          section: key index, sub-log id, keep ms: the records (and
+--          exempt marks) made within keep ms before now stay, 0 forgets
+--          them all. The log's exempt marks go with its records.
 --
 -- Reply:
 --   OP_DECIDE, OP_DECIDE_ALL, OP_PEEK:
@@ -250,6 +252,24 @@ local function decode(k, s, now)
   end
   s.kept = n
   return s
+end
+
+-- forgetBefore drops a decoded sub-log's records and tombs at or before
+-- cut and keeps the later ones; the floor becomes the newest time it
+-- forgot, unless newer (recordlog.SubLog.ForgetBefore).
+local function forgetBefore(s, cut)
+  local fl, ts, cs, kts, kcs, kt = s.floor, s.ts, s.cs, {}, {}, {}
+  for j = 1, #ts do
+    if ts[j] > cut then
+      kts[#kts + 1], kcs[#kcs + 1] = ts[j], cs[j]
+    elseif ts[j] > fl then
+      fl = ts[j]
+    end
+  end
+  for _, x in ipairs(s.tombs) do
+    if x > cut then kt[#kt + 1] = x elseif x > fl then fl = x end
+  end
+  s.floor, s.ts, s.cs, s.tombs, s.rawOld = fl, kts, kcs, kt, FULL
 end
 
 -- newest is the latest time a decoded sub-log has held.
@@ -659,18 +679,30 @@ if op == OP_REFUND or op == OP_RESET then
         if m then unmark(decode(k, m, now), t, cost) end
       end
     else
-      a = a + 2
+      local keep = tonumber(ARGV[a + 2])
+      a = a + 3
       if s then
-        -- Forget the records, keeping the floor (see the header).
+        -- Forget the records (those at or before now - keep), keeping
+        -- the floor: the newest time forgotten (see the header).
         decode(k, s, now)
-        s.floor = newest(s)
-        s.ts, s.cs, s.tombs, s.rawOld = {}, {}, {}, FULL
+        if keep > 0 then
+          forgetBefore(s, now - keep)
+        else
+          s.floor = newest(s)
+          s.ts, s.cs, s.tombs, s.rawOld = {}, {}, {}, FULL
+        end
         done = done + 1
         touched[ki] = true
         local m = k.subs[EXEMPT_ANNEX .. id]
         if m then
           decode(k, m, now)
-          m.ts, m.cs, m.tombs, m.rawOld = {}, {}, {}, FULL
+          if keep > 0 then
+            local fl = m.floor
+            forgetBefore(m, now - keep)
+            m.floor = fl
+          else
+            m.ts, m.cs, m.tombs, m.rawOld = {}, {}, {}, FULL
+          end
         end
       end
     end

@@ -200,6 +200,47 @@ func TestUnderAdmissionIsAtMostOneBlockAGateway(t *testing.T) {
 	}
 }
 
+// A reset of a leased budget on one gateway leaves the block another
+// gateway is spending counted: that gateway goes on spending it without
+// a store call, and the sends made after the reset, from its block and
+// from the store, stay within the limit. (Forgetting the block's record
+// let a second gateway's block be spent uncounted: a block over the
+// limit after a reset.)
+func TestResetKeepsOtherGatewaysBlocks(t *testing.T) {
+	c := newClock(t0)
+	inner := memInner(t, c)
+	a, b := gateway(t, inner, c, time.Minute), gateway(t, inner, c, time.Minute)
+	rule := &limiter.Rule{Name: "coupons", By: []string{"campaign"}, Limit: 2000, Window: limiter.Window{Unit: limiter.Day}, Lease: 200}
+	for range 5 {
+		mustDecide(t, b, req(check(rule, "spring")))
+	}
+	mustDecide(t, a, req(check(rule, "spring")))
+	c.Add(10 * time.Second)
+	if err := a.Reset(context.Background(), req(check(rule, "spring"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := used(t, inner, check(rule, "spring")); got != 200 {
+		t.Errorf("after the reset the store counts %d; want b's block of 200 (a's own forgotten)", got)
+	}
+	after := 0
+	for range 50 {
+		if d := mustDecide(t, b, req(check(rule, "spring"))); d.Allowed {
+			after++
+		}
+	}
+	for range 3000 {
+		if d := mustDecide(t, a, req(check(rule, "spring"))); d.Allowed {
+			after++
+		}
+	}
+	if after > int(rule.Limit) {
+		t.Errorf("%d sends admitted after the reset, over the limit of %d", after, rule.Limit)
+	}
+	if after < int(rule.Limit)-200 {
+		t.Errorf("%d sends admitted after the reset; want at least the limit less b's block", after)
+	}
+}
+
 // A reset of a leased budget forgets the store's records and drops the
 // gateway's lease: the next send takes a fresh block.
 func TestResetDropsTheLease(t *testing.T) {

@@ -64,8 +64,11 @@
 // the answer, a denial usually, is then the store's, with its exact retry
 // time. Usage is answered by the inner store with the rules as they are:
 // units leased and not spent count as used until they are given back.
-// Reset forgets in the inner store and drops this gateway's leases on the
-// logs it forgot.
+// Reset forgets in the inner store, but in a leased log only the records
+// older than a term (Request.Keep): a block of the last term may be
+// another gateway's, still being spent, and only its record counts those
+// sends. This gateway's own blocks on the logs reset are dropped and given
+// back whole, their spent units too.
 //
 // # Admission ids
 //

@@ -186,9 +186,33 @@ func (s *Store) Usage(ctx context.Context, req *limiter.Request) (*limiter.Decis
 
 // Reset implements limiter.Store: the inner store forgets, then the
 // leases of this gateway on the logs forgotten are dropped (their unspent
-// units given back, which the store refuses for records it forgot).
+// units given back, which the store refuses for records it forgot). A
+// leased log keeps the records of its last term: a block taken since may
+// be in another gateway's hands, and what that gateway spends from it is
+// counted by the block's record alone, so forgetting it would let the
+// budget admit that much more than its limit after the reset.
 func (s *Store) Reset(ctx context.Context, req *limiter.Request) error {
-	err := s.inner.Reset(ctx, req)
+	var leased, rest []limiter.Check
+	for _, c := range req.Checks {
+		if c.Rule != nil && c.Rule.Lease > 0 {
+			leased = append(leased, c)
+		} else {
+			rest = append(rest, c)
+		}
+	}
+	var err error
+	if len(rest) > 0 {
+		r := *req
+		r.Checks = rest
+		err = s.inner.Reset(ctx, &r)
+	}
+	if len(leased) > 0 {
+		r := *req
+		r.Checks, r.Keep = leased, max(r.Keep, s.opts.Term)
+		if lerr := s.inner.Reset(ctx, &r); err == nil {
+			err = lerr
+		}
+	}
 	var dropped []*block
 	s.mu.Lock()
 	for k, sec := range s.sections {
@@ -198,8 +222,26 @@ func (s *Store) Reset(ctx context.Context, req *limiter.Request) error {
 		}
 	}
 	s.mu.Unlock()
-	s.giveBackAll(ctx, dropped)
+	s.forgetBlocks(ctx, dropped)
 	return err
+}
+
+// forgetBlocks gives back the whole of each of this gateway's blocks that
+// a reset dropped, their spent units too: the reset forgets those sends,
+// and a block of the last term, which the store kept (Request.Keep),
+// would still count them.
+func (s *Store) forgetBlocks(ctx context.Context, bs []*block) {
+	now := s.opts.Now()
+	for _, b := range bs {
+		b.sec.mu.Lock()
+		tombed := b.tombed // a give-back went to the store already
+		b.close(now)
+		b.tombed = true
+		b.sec.mu.Unlock()
+		if !tombed {
+			s.refundBlock(ctx, b, b.rec.C)
+		}
+	}
 }
 
 // Close implements limiter.Store: it stops the sweep, gives back every

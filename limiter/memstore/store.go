@@ -150,7 +150,13 @@ func (m *Store) Reset(ctx context.Context, req *limiter.Request) error {
 		for si := range p.Sections {
 			s := &p.Sections[si]
 			if k := tx.Lookup(p, si, now); k != nil {
-				if k.Forget(p.Sub(s)) {
+				forgot := false
+				if req.Keep > 0 {
+					forgot = k.ForgetBefore(p.Sub(s), now-req.Keep.Milliseconds())
+				} else {
+					forgot = k.Forget(p.Sub(s))
+				}
+				if forgot {
 					k.RefreshExpiry()
 					tx.touch(k)
 				}

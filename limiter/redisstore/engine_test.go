@@ -306,3 +306,41 @@ func TestResetAndUsage(t *testing.T) {
 		}
 	})
 }
+
+// A reset with Keep forgets the records made before now-Keep and keeps
+// the later ones (a leased budget's blocks that other gateways may still
+// spend), in every store alike; a forgotten record cannot be refunded,
+// and a kept one can.
+func TestResetKeepsTheLastRecords(t *testing.T) {
+	t0 := limitertest.MustParse(t, "2026-03-01T10:00:00Z")
+	storeKinds(t, func(t *testing.T, newStore func(func() time.Time) limiter.Store) {
+		clock := &limitertest.FixedClock{T: t0.Add(3 * time.Minute)} // refunds' now
+		s := newStore(clock.Now)
+		rule := limitertest.SeedRules()[1] // 50 in any 24 h
+		who := limitertest.Vals{"recipient": "gail"}
+		var ids []string
+		for i := range 4 {
+			d := limitertest.MustDecide(t, s, limitertest.Req(t0.Add(time.Duration(i)*time.Minute), who, rule))
+			ids = append(ids, d.ID())
+		}
+		at := t0.Add(3 * time.Minute)
+		req := limitertest.Req(at, who, rule)
+		req.Keep = 90 * time.Second
+		if err := s.Reset(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if d := limitertest.MustUsage(t, s, limitertest.Req(at, who, rule)); d.Results[0].Used != 2 {
+			t.Fatalf("after a reset keeping 90 s: used %d, want the 2 sends of the last 90 s", d.Results[0].Used)
+		}
+		if ok, _ := s.Refund(context.Background(), ids[0]); ok {
+			t.Errorf("a forgotten record was refunded")
+		}
+		if ok, _ := s.Refund(context.Background(), ids[3]); !ok {
+			t.Errorf("a kept record could not be refunded")
+		}
+		limitertest.MustDecide(t, s, limitertest.Req(at, who, rule))
+		if d := limitertest.MustUsage(t, s, limitertest.Req(at, who, rule)); d.Results[0].Used != 2 {
+			t.Fatalf("after a refund and a send: used %d, want 2", d.Results[0].Used)
+		}
+	})
+}

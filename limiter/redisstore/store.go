@@ -204,7 +204,7 @@ func (s *Store) Reset(ctx context.Context, req *limiter.Request) error {
 	groups := s.byTag(len(p.Sections), func(i int) string { return string(p.Key(&p.Sections[i])) })
 	errs := make([]error, len(groups))
 	s.each(len(groups), func(gi int) {
-		keys, args := resetArgs(p, groups[gi], nowArg)
+		keys, args := resetArgs(p, groups[gi], nowArg, req.Keep.Milliseconds())
 		_, errs[gi] = s.runBounded(ctx, keys, args)
 	})
 	var firstErr error

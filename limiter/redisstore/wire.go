@@ -146,12 +146,12 @@ func refundArgs(recs []recordlog.Recorded, group []int, nowArg int64) (keyList, 
 }
 
 // resetArgs is the KEYS and ARGV of a reset of p's sections in group.
-func resetArgs(p *limiter.Plan, group []int, nowArg int64) (keyList, []any) {
+func resetArgs(p *limiter.Plan, group []int, nowArg, keep int64) (keyList, []any) {
 	var keys keyList
 	args := []any{opReset, nowArg, len(group)}
 	for _, si := range group {
 		sec := &p.Sections[si]
-		args = append(args, keys.index(string(p.Key(sec))), string(p.Sub(sec)))
+		args = append(args, keys.index(string(p.Key(sec))), string(p.Sub(sec)), keep)
 	}
 	return keys, args
 }

@@ -110,6 +110,23 @@ func (k *KeyLogs) Forget(sub []byte) bool {
 	return true
 }
 
+// ForgetBefore forgets the records of the log sub at or before cut (see
+// SubLog.ForgetBefore) and their exempt marks, and reports whether k held
+// the log.
+func (k *KeyLogs) ForgetBefore(sub []byte, cut int64) bool {
+	l := k.Find(sub)
+	if l == nil {
+		return false
+	}
+	l.ForgetBefore(cut)
+	if m := k.findExempt(sub); m != nil {
+		floor := m.floor // the marks' own, as Forget leaves it
+		m.ForgetBefore(cut)
+		m.floor = floor
+	}
+	return true
+}
+
 // ExemptUnits appends to dst, for each entry of l (the log sub of k,
 // whose records merge per grain), how many of its units were exempt. k
 // may be nil (no key: no marks).

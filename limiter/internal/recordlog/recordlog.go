@@ -83,6 +83,30 @@ func (s *SubLog) Forget() {
 	s.Entries, s.tombs = s.Entries[:0], s.tombs[:0]
 }
 
+// ForgetBefore drops the records and tombs at or before cut and keeps the
+// later ones; the floor becomes the newest time it forgot (or stays, when
+// newer), so a refund of a forgotten record is refused and new records
+// still come after everything the log held. A record merged into a
+// bucket is kept with its bucket when the bucket's time is after cut.
+func (s *SubLog) ForgetBefore(cut int64) {
+	i := 0
+	for i < len(s.Entries) && s.Entries[i].T <= cut {
+		s.floor = max(s.floor, s.Entries[i].T)
+		i++
+	}
+	s.Entries = append(s.Entries[:0], s.Entries[i:]...)
+	j := 0
+	for _, t := range s.tombs {
+		if t > cut {
+			s.tombs[j] = t
+			j++
+		} else {
+			s.floor = max(s.floor, t)
+		}
+	}
+	s.tombs = s.tombs[:j]
+}
+
 // Evaluate answers one rule for a request of the given cost at now, before
 // anything is recorded.
 func (s *SubLog) Evaluate(r *LogRule, cost, now int64) (RawResult, error) {
