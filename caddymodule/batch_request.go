@@ -95,6 +95,11 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]lim
 		} else {
 			vals[di] = textOf(repl, b, bc.dims[di], d.Expr)
 		}
+		if h.keying[di] {
+			if f := keyEntries(b, d.Name, &vals[di]); f != nil {
+				return nil, nil, f
+			}
+		}
 		if vals[di].found(n) {
 			h.watch.found(di)
 		}

@@ -169,6 +169,13 @@ func (h *Handler) compile() error {
 		h.headerNames = append(h.headerNames, placeholderArgs(e, "http.request.header")...)
 	}
 	h.jsonPaths = jsonbatch.NewFolds(paths)
+	h.keying = h.keyingDims()
+	h.keyPaths = make([]string, len(h.dims))
+	for i, d := range h.dims {
+		if h.keying[i] {
+			h.keyPaths[i] = singleJSONPath(d.Expr)
+		}
+	}
 	if h.AnyContentType && h.needs != 0 {
 		h.needs |= needAnyType
 	}

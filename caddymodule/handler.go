@@ -215,6 +215,11 @@ type Handler struct {
 	// fields its placeholders read ({http.request.uri.query.<name>},
 	// {http.request.header.<name>}): each must come at most once.
 	queryParams, headerNames []string
+	// keying marks the dimensions some rule keys its records by (see
+	// keyvalues.go); keyPaths holds, for those read as one {json.<path>},
+	// the path ("" for the others).
+	keying   []bool
+	keyPaths []string
 	exempt                   map[string]bool // Exempt.Values
 	refundOn                 []statusMatch
 	timeout                  time.Duration
@@ -367,6 +372,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if fail == nil && b.json != nil {
 			fail = foldedName(b.json, h.jsonPaths)
 		}
+		if fail == nil && b.json != nil {
+			fail = h.keyShapes(b.json)
+		}
 		if fail == nil && b.form != nil {
 			fail = repeatedField(b.form, h.formFields)
 		}
@@ -469,6 +477,9 @@ func (h *Handler) request(repl *caddy.Replacer) (*limiter.Request, []quietHit, *
 	values := make([]string, len(h.dims))
 	for i, d := range h.dims {
 		values[i] = repl.ReplaceAll(d.Expr, "")
+		if h.keying[i] {
+			values[i] = trimKey(values[i])
+		}
 		if values[i] != "" {
 			h.watch.found(i)
 			continue

@@ -205,15 +205,16 @@ func TestHostileSeparators(t *testing.T) {
 	})
 }
 
-// TestHostileJSONShapes proves what {json.to} makes of what the path
-// reaches: an object or array counts as its compact JSON (its members in
-// name order, so the same object written in another order is the same
-// value), a number exactly as sent (1.50 and 1.5 are two values), true
-// and false as text; null is missing (400). A string and a number or
-// object of the same text count together: they name the same recipient to
-// any reader that turns values into text, and sharing a count can only
-// refuse early, never admit too much. A body that names a member twice or
-// is not UTF-8 is refused, because readers differ on what it says.
+// TestHostileJSONShapes proves what {json.to}, a dimension that keys the
+// counts, makes of what the path reaches. It takes one value as readers
+// take it: a string trimmed of white space and invisible marks (" dave",
+// "dave\u200b" and "dave" are one recipient to any upstream that trims),
+// an integer in digits (counted with the string of its text), true and
+// false as text. An object or array (["dave"] is delivered to dave), a
+// number not written as an integer in digits (1.50, 15e-1 and 1.5 are one
+// number to readers), null or white space alone are refused (400), as is
+// a body that names a member twice or is not UTF-8, because readers
+// differ on what it says.
 func TestHostileJSONShapes(t *testing.T) {
 	up := startUpstream(t)
 	g := startGateway(t, fmt.Sprintf(`
@@ -228,24 +229,24 @@ func TestHostileJSONShapes(t *testing.T) {
 		body   string
 		status int
 	}{
-		{`{"to":{"id":1,"via":"sms"}}`, 200},
-		{`{"to":{"via":"sms","id":1}}`, 429},
-		{`{"to":{"id":1.0,"via":"sms"}}`, 200},
-		{`{"to":["a","b"]}`, 200},
-		{`{"to":["b","a"]}`, 200},
-		{`{"to":[]}`, 200},
-		{`{"to":{}}`, 200},
-		{`{"to":1.50}`, 200},
-		{`{"to":1.5}`, 200},
-		{`{"to":15e-1}`, 200},
-		{`{"to":1.50}`, 429},
-		{`{"to":"1.50"}`, 429},
+		{`{"to":{"id":1,"via":"sms"}}`, 400},
+		{`{"to":["dave"]}`, 400},
+		{`{"to":[]}`, 400},
+		{`{"to":{}}`, 400},
+		{`{"to":1.50}`, 400},
+		{`{"to":15e-1}`, 400},
+		{`{"to":-0}`, 400},
+		{`{"to":42}`, 200},
+		{`{"to":"42"}`, 429},
 		{`{"to":12345678901234567890123}`, 200},
 		{`{"to":12345678901234567890124}`, 200},
 		{`{"to":true}`, 200},
 		{`{"to":"true"}`, 429},
 		{`{"to":false}`, 200},
-		{`{"to":"{\"id\":1,\"via\":\"sms\"}"}`, 429},
+		{`{"to":" dave"}`, 200},
+		{`{"to":"dave\u200b"}`, 429},
+		{`{"to":"\u00a0dave\n"}`, 429},
+		{`{"to":"   "}`, 400},
 		{`{"to":null}`, 400},
 		{`{"to":"alice","to":"mallory"}`, 400},
 		{`{"to":"alice","\u0074o":"mallory"}`, 400},
@@ -258,8 +259,8 @@ func TestHostileJSONShapes(t *testing.T) {
 			t.Errorf("%s: status %d, want %d; %s", tc.body, a.status, tc.status, a.body)
 		}
 	}
-	if got := up.count(); got != 14 {
-		t.Errorf("upstream got %d, want 14", got)
+	if got := up.count(); got != 7 {
+		t.Errorf("upstream got %d, want 7", got)
 	}
 }
 
@@ -491,5 +492,38 @@ func TestHostileRepeatedQueryAndHeader(t *testing.T) {
 	}
 	if got := up.count(); got != 2 {
 		t.Errorf("upstream got %d, want 2", got)
+	}
+}
+
+// TestHostileBatchKeys proves a batch's recipient entries are held to
+// what a single send's recipient is (see TestHostileJSONShapes): " dave"
+// is dave's entry, and an entry that is an object or a number not
+// written as an integer in digits refuses the batch, naming where.
+func TestHostileBatchKeys(t *testing.T) {
+	up := startUpstream(t)
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		key_prefix %s
+		dimension  recipient {json.*.to}
+		%s
+	}
+	reverse_proxy %s`, testPrefix(), ruleBlock("once", "recipient", 1), up.addr()))
+	for _, tc := range []struct {
+		body, reason string
+		status       int
+	}{
+		{`[{"to":"dave"},{"to":" dave\u200b"}]`, "", 429},
+		{`[{"to":"erin"},{"to":{"a":"dave"}}]`, "dimension recipient at 1.to is an object", 400},
+		{`[{"to":4.2e1}]`, "dimension recipient at 0.to is the number 4.2e1", 400},
+		{`[{"to":"  "}]`, "missing value for dimension recipient at 0.to", 400},
+		{`[{"to":"erin"}]`, "", 200},
+	} {
+		a := g.post("/v1/send", "application/json", tc.body)
+		if a.status != tc.status || !strings.Contains(string(a.body), tc.reason) {
+			t.Errorf("%s: %d %s, want %d naming %q", tc.body, a.status, a.body, tc.status, tc.reason)
+		}
+	}
+	if got := up.count(); got != 1 {
+		t.Errorf("upstream got %d, want 1", got)
 	}
 }
