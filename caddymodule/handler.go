@@ -220,15 +220,15 @@ type Handler struct {
 	// the path ("" for the others).
 	keying   []bool
 	keyPaths []string
-	exempt                   map[string]bool // Exempt.Values
-	refundOn                 []statusMatch
-	timeout                  time.Duration
-	store                    limiter.Store
-	storeKey                 string
-	localKey                 string // on_error local's store, or ""
-	logger                   *zap.Logger
-	metrics                  *handlerMetrics
-	warns                    *storeWarnings
+	exempt   map[string]bool // Exempt.Values
+	refundOn []statusMatch
+	timeout  time.Duration
+	store    limiter.Store
+	storeKey string
+	localKey string // on_error local's store, or ""
+	logger   *zap.Logger
+	metrics  *handlerMetrics
+	warns    *storeWarnings
 	// locals notes the decisions made locally under on_error local.
 	locals *storeWarnings
 	// outage logs the store answering again after it failed.
