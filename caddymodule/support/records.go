@@ -102,7 +102,7 @@ func serveRecords(w http.ResponseWriter, r *http.Request, name, via string, fiel
 	if r.Method == http.MethodDelete {
 		logs, err := q.reset(ctx, entries, unmatched, via, fields)
 		if err != nil {
-			return storeUnavailable(w, err)
+			return resetUnavailable(w, err)
 		}
 		return reply.JSON(w, http.StatusOK, "application/json", recordsReset{Name: cs.Name, Dimension: q.dim, Value: q.value, Reset: logs, Elsewhere: q.elsewhere()})
 	}

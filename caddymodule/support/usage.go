@@ -2,6 +2,7 @@ package support
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -42,7 +43,7 @@ func serveUsage(w http.ResponseWriter, r *http.Request, name, via string, fields
 		kept := q.keepShared()
 		rules, err := q.reset(ctx, via, fields)
 		if err != nil {
-			return storeUnavailable(w, err)
+			return resetUnavailable(w, err)
 		}
 		return reply.JSON(w, http.StatusOK, "application/json", resetAnswer{Name: cs.Name, Reset: rules, Kept: kept})
 	}
@@ -180,6 +181,17 @@ func unknownCapSet(w http.ResponseWriter, name string) error {
 // "frequency cap store timed out: ...").
 func storeUnavailable(w http.ResponseWriter, err error) error {
 	return (&reply.Failure{Status: http.StatusServiceUnavailable, Reason: err.Error()}).Write(w)
+}
+
+// resetUnavailable answers a reset the store failed. A reset that timed
+// out may still have been made (the store may have run it after the
+// gateway stopped waiting), so the answer does not say it was not.
+func resetUnavailable(w http.ResponseWriter, err error) error {
+	reason := err.Error()
+	if errors.Is(err, limiter.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		reason += "; the reset may still have been made: read the usage again to see"
+	}
+	return (&reply.Failure{Status: http.StatusServiceUnavailable, Reason: reason}).Write(w)
 }
 
 // usage reads the selected rules' usage from the store, recording nothing.
