@@ -78,6 +78,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    on_error    allow|deny|local [<divisor>]
 //	    on_missing  reject|skip [<dimension>...]
 //	    exempt      <placeholder> <value>...
+//	    skip        <placeholder> <value>...
 //	    refund_on   <class-or-code>...
 //	    dry_run
 //	    max_body    <size>
@@ -158,10 +159,25 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := checkPlaceholder("exempt", args[0]); err != nil {
 				return d.Errf("%v", err)
 			}
-			if err := checkExemptValues(args[1:]); err != nil {
+			if err := checkMatchValues("exempt", args[1:]); err != nil {
 				return d.Errf("%v", err)
 			}
 			h.Exempt = &ExemptConfig{Placeholder: args[0], Values: args[1:]}
+		case "skip":
+			args := d.RemainingArgs()
+			switch {
+			case len(args) < 2:
+				return d.Errf("skip needs a placeholder and at least one value")
+			case !isPlaceholder(args[0]):
+				return d.Errf("skip %q is not a placeholder such as {json.validate_only}", args[0])
+			}
+			if err := checkPlaceholder("skip", args[0]); err != nil {
+				return d.Errf("%v", err)
+			}
+			if err := checkMatchValues("skip", args[1:]); err != nil {
+				return d.Errf("%v", err)
+			}
+			h.Skip = &ExemptConfig{Placeholder: args[0], Values: args[1:]}
 		case "on_missing":
 			args := d.RemainingArgs()
 			switch {

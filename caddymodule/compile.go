@@ -155,8 +155,24 @@ func (h *Handler) compile() error {
 		if err := checkPlaceholder("exempt", e.Placeholder); err != nil {
 			return err
 		}
-		if err := checkExemptValues(e.Values); err != nil {
+		if err := checkMatchValues("exempt", e.Values); err != nil {
 			return err
+		}
+		exprs = append(exprs, e.Placeholder)
+	}
+	if e := h.Skip; e != nil {
+		if strings.TrimSpace(e.Placeholder) == "" || len(e.Values) == 0 {
+			return fmt.Errorf("skip needs a placeholder and at least one value")
+		}
+		if err := checkPlaceholder("skip", e.Placeholder); err != nil {
+			return err
+		}
+		if err := checkMatchValues("skip", e.Values); err != nil {
+			return err
+		}
+		h.skip = make(map[string]bool, len(e.Values))
+		for _, v := range e.Values {
+			h.skip[v] = true
 		}
 		exprs = append(exprs, e.Placeholder)
 	}

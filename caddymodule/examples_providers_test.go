@@ -18,8 +18,8 @@ import (
 // firebase-admin keys on, and never reaches FCM; a body that is not JSON
 // is FCM's INVALID_ARGUMENT; the same text in another field (Android's,
 // APNs' alert, a title) is the same content, and a data-only message has
-// none. (The Admin SDK reading these answers is conformance/gosdk's
-// test.)
+// none; a dry run (validate_only) passes uncounted. (The Admin SDK
+// reading these answers is conformance/gosdk's test.)
 func testFCMGateway(t *testing.T, path string) {
 	up := startUpstream(t)
 	g := startExample(t, path, up)
@@ -60,6 +60,16 @@ func testFCMGateway(t *testing.T, path string) {
 		}
 		expectStatus(t, g.post(send, "application/json", fmt.Sprintf(m, other)), want)
 	}
+	// A dry run delivers nothing and passes uncounted, in either
+	// spelling; one that says both true and false is counted.
+	dry := unique("fcm-token")
+	for range 20 {
+		expectStatus(t, g.post(send, "application/json", fmt.Sprintf(`{"validate_only":true,"message":{"token":%q,"notification":{"body":"x"}}}`, dry)), http.StatusOK)
+		expectStatus(t, g.post(send, "application/json", fmt.Sprintf(`{"validateOnly":true,"message":{"token":%q,"notification":{"body":"x"}}}`, dry)), http.StatusOK)
+	}
+	expectStatus(t, g.post(send, "application/json", fmt.Sprintf(`{"message":{"token":%q,"notification":{"body":"x"}}}`, dry)), http.StatusOK)
+	expectStatus(t, g.post(send, "application/json", fmt.Sprintf(`{"validate_only":true,"validateOnly":false,"message":{"token":%q,"notification":{"body":"x"}}}`, dry)), http.StatusOK)
+	expectStatus(t, g.post(send, "application/json", fmt.Sprintf(`{"message":{"token":%q,"notification":{"body":"x"}}}`, dry)), http.StatusTooManyRequests)
 	// A data-only message has no text: capped by the per-token rules
 	// alone.
 	for range 3 {

@@ -171,13 +171,13 @@ func checkPlaceholder(what, expr string) error {
 // some requests: those are the sends that cost nothing.)
 const zeroCost = "cost 0 counts no send, so the rule caps nothing; remove the rule, or watch it with dry_run"
 
-// checkExemptValues refuses an empty exempt value: a request without the
-// placeholder reads as empty, so every such request would pass every
-// rule.
-func checkExemptValues(values []string) error {
+// checkMatchValues refuses an empty value of exempt or skip (what): a
+// request without the placeholder reads as empty, so every such request
+// would pass every rule.
+func checkMatchValues(what string, values []string) error {
 	for _, v := range values {
 		if strings.TrimSpace(v) == "" {
-			return fmt.Errorf("exempt: the value %q exempts every request that lacks the placeholder, so nothing would be capped for them; name the values that exempt, such as otp", v)
+			return fmt.Errorf("%s: the value %q matches every request that lacks the placeholder, so nothing would be capped for them; name the values that %s, such as %s", what, v, what, map[string]string{"exempt": "otp", "skip": "true"}[what])
 		}
 	}
 	return nil

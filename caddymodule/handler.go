@@ -83,6 +83,13 @@ type Handler struct {
 	// Default: no request is exempt.
 	Exempt *ExemptConfig `json:"exempt,omitempty"`
 
+	// Skip passes the requests it matches on without a decision: nothing
+	// recorded, no quota fields; they are counted in
+	// caddy_frequency_cap_skipped_total. For a request the provider
+	// delivers nothing of, read from the body where a matcher cannot:
+	// FCM's validate_only, SendGrid's sandbox_mode. Default: none.
+	Skip *ExemptConfig `json:"skip,omitempty"`
+
 	// OnMissing says what happens when a dimension's value is empty:
 	// "reject" answers 400 with a JSON reason naming the dimension, "skip"
 	// leaves out the rules that use it. Default "reject".
@@ -220,6 +227,7 @@ type Handler struct {
 	// the path ("" for the others).
 	keying   []bool
 	keyPaths []string
+	skip     map[string]bool // Skip's values
 	exempt   map[string]bool // Exempt.Values
 	refundOn []statusMatch
 	timeout  time.Duration
@@ -393,9 +401,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return h.fail(w, r, fail)
 		}
 		repl.Map(b.provide)
+		if h.skips(repl) {
+			return next.ServeHTTP(w, r)
+		}
 		if h.batch != nil {
 			return h.serveBatch(w, r, next, repl, b)
 		}
+	} else if h.skips(repl) {
+		return next.ServeHTTP(w, r)
 	}
 
 	req, quiet, fail := h.request(repl)
@@ -467,6 +480,17 @@ func (b *streamedBody) Read(p []byte) (int, error) {
 		b.brokeOff.Store(true)
 	}
 	return n, err
+}
+
+// skips reports whether the request is one Skip passes on undecided, and
+// counts it so.
+func (h *Handler) skips(repl *caddy.Replacer) bool {
+	if h.skip == nil || !h.skip[repl.ReplaceAll(h.Skip.Placeholder, "")] {
+		return false
+	}
+	undecided(repl)
+	h.metrics.skipped.Inc()
+	return true
 }
 
 // request resolves the dimensions, costs, limits and zones of every rule

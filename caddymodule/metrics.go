@@ -67,6 +67,7 @@ var metrics struct {
 	storeErrors   *prometheus.CounterVec
 	refunds       *prometheus.CounterVec
 	resets        *prometheus.CounterVec
+	skipped       *prometheus.CounterVec
 	missing       *prometheus.CounterVec
 	byStore       *prometheus.CounterVec
 	// The batch series exist only for handlers with a batch dimension.
@@ -99,6 +100,10 @@ func initMetrics() {
 			Namespace: ns, Subsystem: sub, Name: "resets_total",
 			Help: "Usage resets (caps lifted by hand), by handler name and source: admin (the admin API) or console.",
 		}, []string{"handler", "source"})
+		metrics.skipped = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "skipped_total",
+			Help: "Requests passed on without a decision (skip: a validation request the provider delivers nothing of), by handler name.",
+		}, []string{"handler"})
 		metrics.missing = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "missing_dimensions_total",
 			Help: "Requests in which a dimension had no value, by handler name and dimension name.",
@@ -130,7 +135,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{metrics.decisions, metrics.storeDuration, metrics.storeErrors, storeReasonsVec(), metrics.refunds, metrics.resets, metrics.missing, metrics.byStore, metrics.batchEntries, metrics.batchDropped, metrics.spliceFailures, writePaths} {
+	for _, c := range []prometheus.Collector{metrics.decisions, metrics.storeDuration, metrics.storeErrors, storeReasonsVec(), metrics.refunds, metrics.resets, metrics.skipped, metrics.missing, metrics.byStore, metrics.batchEntries, metrics.batchDropped, metrics.spliceFailures, writePaths} {
 		if err := reg.Register(c); err != nil {
 			var dup prometheus.AlreadyRegisteredError
 			if !errors.As(err, &dup) {
@@ -149,6 +154,7 @@ type handlerMetrics struct {
 	decide  storeOp
 	refund  storeOp
 	refunds prometheus.Counter
+	skipped prometheus.Counter
 	// byStore counts the decisions of the handler's store, byLocal those of
 	// on_error local's store.
 	byStore, byLocal prometheus.Counter
@@ -193,6 +199,7 @@ func (h *Handler) provisionMetrics(ctx caddy.Context) error {
 		decide:  newStoreOp(h.Name, opDecide),
 		refund:  newStoreOp(h.Name, opRefund),
 		refunds: metrics.refunds.WithLabelValues(h.Name),
+		skipped: metrics.skipped.WithLabelValues(h.Name),
 		byStore: metrics.byStore.WithLabelValues(h.Name, storeMemory),
 	}
 	if h.Redis != nil {

@@ -65,7 +65,7 @@ func TestProvisionErrors(t *testing.T) {
 		{"bad cost", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m", "cost": "lots"}]}`, `rule x: cost "lots"`},
 		{"cost past MaxCost", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m", "cost": "4294967296"}]}`, `rule x: cost "4294967296" is neither an integer from 1 to 4294967295 nor a placeholder`},
 		{"constant cost 0", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m", "cost": "0"}]}`, `rule x: cost 0 counts no send`},
-		{"empty exempt value", `{` + dims + `, "exempt": {"placeholder": "{json.p}", "values": ["otp", ""]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `exempt: the value "" exempts every request`},
+		{"empty exempt value", `{` + dims + `, "exempt": {"placeholder": "{json.p}", "values": ["otp", ""]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `exempt: the value "" matches every request`},
 		{"limit past MaxLimit", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1099511627777, "window": "1m"}]}`, "rule x: limit 1099511627777 is outside 0..1099511627776"},
 		{"bad dimension name", `{"dimensions": {"9": "{json.to}"}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `dimension "9": invalid name`},
 		{"empty dimension", `{"dimensions": {"r": " "}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "dimension r: empty expression"},
