@@ -20,6 +20,10 @@ type batchConfig struct {
 	// dimension resolved per entry, or nil for one resolved once per
 	// request by the replacer (and for the batch dimension itself).
 	dims []*jsonbatch.Path
+	// templates holds, by index of Handler.dims, a dimension that runs
+	// several wildcard paths of each entry together (batch_template.go),
+	// or nil.
+	templates [][]templatePart
 	// costs, zones and limits hold, by index of Handler.rules, the
 	// wildcard path of that expression, or nil.
 	costs, zones, limits []*jsonbatch.Path
@@ -46,7 +50,21 @@ type batchConfig struct {
 func (h *Handler) compileBatch() error {
 	var bc *batchConfig
 	paths := make([]*jsonbatch.Path, len(h.dims))
+	templates := make([][]templatePart, len(h.dims))
 	for i, d := range h.dims {
+		if _, alts := h.DimensionAlternatives[d.Name]; !alts {
+			t, err := entryTemplate(h.Dimensions[d.Name])
+			if err != nil {
+				return fmt.Errorf("dimension %s: %w", d.Name, err)
+			}
+			if t != nil {
+				if bc == nil {
+					return fmt.Errorf("dimension %s: %q reads a wildcard path within other text or beside other paths, which the batch dimension (the first with a wildcard, in the order the rules name dimensions) cannot: its entries are the values of one path", d.Name, h.Dimensions[d.Name])
+				}
+				templates[i] = t
+				continue
+			}
+		}
 		p, err := h.dimBatchPath(d.Name)
 		if err != nil {
 			return fmt.Errorf("dimension %s: %w", d.Name, err)
@@ -68,7 +86,17 @@ func (h *Handler) compileBatch() error {
 			return fmt.Errorf("dimension %s: %w", h.dims[i].Name, err)
 		}
 	}
-	bc.dims = paths
+	for i, t := range templates {
+		for _, part := range t {
+			if part.path == nil {
+				continue
+			}
+			if err := bc.path.CheckDimension(part.path); err != nil {
+				return fmt.Errorf("dimension %s: %w", h.dims[i].Name, err)
+			}
+		}
+	}
+	bc.dims, bc.templates = paths, templates
 	// The dropped entries' paths go into a header as sf-strings; a
 	// concrete path adds only digits to the pattern.
 	if _, err := jsonbatch.SFStringList([]string{bc.path.String()}); err != nil {

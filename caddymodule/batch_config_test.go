@@ -35,8 +35,8 @@ func TestBatchConfigErrors(t *testing.T) {
 		// A wildcard past the end of the batch path was a panic at load.
 		{[]string{"dimension recipient {json.*}", "dimension title {json.a.b.*}"},
 			`dimension title: "a.b.*" does not follow the batch dimension "*"`},
-		{[]string{"dimension recipient {json.*.to}", "dimension title prefix-{json.*.title}"},
-			"a {json.*} path with a * segment must be the whole expression"},
+		{[]string{"dimension recipient {json.*.to}", "dimension title {json.*.title}{json.other.*.body}"},
+			`dimension title: "other.*.body" does not follow the batch dimension "*.to"`},
 		{[]string{"dimension recipient {json.*.to}", "dimension title {json.*.title}", "splice expo"}, "splice expo needs batch drop"},
 		{[]string{"dimension recipient {json.*.to}", "dimension title {json.*.title}", "batch reject", "splice expo"}, "splice expo needs batch drop"},
 		{[]string{"dimension recipient {json.*.to}", "dimension title {json.*.title}", "max_batch 0"}, `max_batch "0" is not an integer of at least 1`},

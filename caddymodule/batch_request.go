@@ -92,6 +92,8 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]lim
 	for di, d := range h.dims {
 		if di == bc.dim {
 			vals[di] = entryText{ents: b.Entries, perEntry: true}
+		} else if bc.templates[di] != nil {
+			vals[di] = templateText(repl, b, bc.templates[di])
 		} else {
 			vals[di] = textOf(repl, b, bc.dims[di], d.Expr)
 		}

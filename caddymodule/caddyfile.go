@@ -501,8 +501,12 @@ func (h *Handler) unmarshalDimension(d *caddyfile.Dispenser) error {
 	if strings.TrimSpace(expr) == "" {
 		return d.Errf("dimension %s: empty expression", name)
 	}
-	if _, err := batchPathOf(expr); err != nil {
+	if t, err := entryTemplate(expr); err != nil {
 		return d.Errf("dimension %s: %v", name, err)
+	} else if t == nil {
+		if _, err := batchPathOf(expr); err != nil {
+			return d.Errf("dimension %s: %v", name, err)
+		}
 	}
 	if h.Dimensions == nil {
 		h.Dimensions = make(map[string]string)
@@ -823,8 +827,22 @@ func (h *Handler) checkBatchLines(at *batchLines) error {
 				continue
 			}
 			seen[name] = true
-			p, _ := h.dimBatchPath(name) // checked at its line
 			line := at.dims[name]
+			if t, _ := entryTemplate(h.Dimensions[name]); t != nil && h.DimensionAlternatives[name] == nil {
+				if batch == nil {
+					return line.Errf("dimension %s: %q reads a wildcard path within other text or beside other paths, which the batch dimension (the first with a wildcard, in the order the rules name dimensions) cannot: its entries are the values of one path", name, h.Dimensions[name])
+				}
+				for _, part := range t {
+					if part.path == nil {
+						continue
+					}
+					if err := batch.CheckDimension(part.path); err != nil {
+						return line.Errf("dimension %s: %v", name, err)
+					}
+				}
+				continue
+			}
+			p, _ := h.dimBatchPath(name) // checked at its line
 			switch {
 			case p == nil:
 			case batch == nil:

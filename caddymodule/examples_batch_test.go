@@ -86,7 +86,8 @@ func testExpoPush(t *testing.T, path string) {
 // left and the answer is gorush's, from the gateway alone, with a
 // failed-push log for each of the three entries (answer gorush); a new
 // message to the same tokens passes, the tokens that already had it are
-// cut from their notification, and gorush's answer reports them failed.
+// cut from their notification, and gorush's answer reports them failed;
+// the same text as a title or in an FCM notification is the same message.
 func testGorushGateway(t *testing.T, path string) {
 	up := startGorush(t)
 	g := startExample(t, path, up)
@@ -113,6 +114,19 @@ func testGorushGateway(t *testing.T, path string) {
 	}
 	if got := gorushOf(t, a); got.Counts != 3 || !slices.Equal(cappedBy(got, "same_message_10m"), []string{t2}) {
 		t.Errorf("gorush's answer with the repeat reported: %s", a.body)
+	}
+	// The same text is one message whichever field gorush passes it on
+	// in: "sale" as the title, or in an FCM notification, is a repeat.
+	t3 := unique("t3")
+	for i, n := range []string{`"message":"sale"`, `"title":"sale"`, `"notification":{"body":"sale"}`} {
+		a := g.post("/api/push", "application/json", fmt.Sprintf(`{"notifications":[{"tokens":[%q],"platform":2,%s}]}`, t3, n))
+		want := []string{t3}
+		if i == 0 {
+			want = nil
+		}
+		if got := cappedBy(gorushOf(t, a), "same_message_10m"); !slices.Equal(got, want) {
+			t.Errorf("%s: capped %v, want %v; %s", n, got, want, a.body)
+		}
 	}
 }
 
