@@ -149,35 +149,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = h.unmarshalOnError(d)
 		case "exempt":
 			at.exempt = *d
-			args := d.RemainingArgs()
-			if len(args) < 2 {
-				return d.Errf("exempt needs a placeholder and at least one value")
+			if h.Exempt, err = matchArgs(d, "exempt", "{json.priority}"); err != nil {
+				return err
 			}
-			if !isPlaceholder(args[0]) {
-				return d.Errf("exempt %q is not a placeholder such as {json.priority}", args[0])
-			}
-			if err := checkPlaceholder("exempt", args[0]); err != nil {
-				return d.Errf("%v", err)
-			}
-			if err := checkMatchValues("exempt", args[1:]); err != nil {
-				return d.Errf("%v", err)
-			}
-			h.Exempt = &ExemptConfig{Placeholder: args[0], Values: args[1:]}
 		case "skip":
-			args := d.RemainingArgs()
-			switch {
-			case len(args) < 2:
-				return d.Errf("skip needs a placeholder and at least one value")
-			case !isPlaceholder(args[0]):
-				return d.Errf("skip %q is not a placeholder such as {json.validate_only}", args[0])
+			if h.Skip, err = matchArgs(d, "skip", "{json.validate_only}"); err != nil {
+				return err
 			}
-			if err := checkPlaceholder("skip", args[0]); err != nil {
-				return d.Errf("%v", err)
-			}
-			if err := checkMatchValues("skip", args[1:]); err != nil {
-				return d.Errf("%v", err)
-			}
-			h.Skip = &ExemptConfig{Placeholder: args[0], Values: args[1:]}
 		case "on_missing":
 			args := d.RemainingArgs()
 			switch {
@@ -904,4 +882,23 @@ func (h *Handler) checkBatchLines(at *batchLines) error {
 		return at.splice.Err(err.Error())
 	}
 	return nil
+}
+
+// matchArgs reads the arguments of exempt or skip (what): a placeholder
+// and the values that match (example names a placeholder for the error).
+func matchArgs(d *caddyfile.Dispenser, what, example string) (*ExemptConfig, error) {
+	args := d.RemainingArgs()
+	switch {
+	case len(args) < 2:
+		return nil, d.Errf("%s needs a placeholder and at least one value", what)
+	case !isPlaceholder(args[0]):
+		return nil, d.Errf("%s %q is not a placeholder such as %s", what, args[0], example)
+	}
+	if err := checkPlaceholder(what, args[0]); err != nil {
+		return nil, d.Errf("%v", err)
+	}
+	if err := checkMatchValues(what, args[1:]); err != nil {
+		return nil, d.Errf("%v", err)
+	}
+	return &ExemptConfig{Placeholder: args[0], Values: args[1:]}, nil
 }

@@ -144,37 +144,17 @@ func (h *Handler) compile() error {
 	for _, r := range h.rules {
 		exprs = append(exprs, r.costExpr, r.zoneExpr, r.limitExpr)
 	}
-	if e := h.Exempt; e != nil {
-		if strings.TrimSpace(e.Placeholder) == "" || len(e.Values) == 0 {
-			return fmt.Errorf("exempt needs a placeholder and at least one value")
-		}
-		h.exempt = make(map[string]bool, len(e.Values))
-		for _, v := range e.Values {
-			h.exempt[v] = true
-		}
-		if err := checkPlaceholder("exempt", e.Placeholder); err != nil {
-			return err
-		}
-		if err := checkMatchValues("exempt", e.Values); err != nil {
-			return err
-		}
-		exprs = append(exprs, e.Placeholder)
+	var err error
+	if h.exempt, err = compileMatch("exempt", h.Exempt); err != nil {
+		return err
 	}
-	if e := h.Skip; e != nil {
-		if strings.TrimSpace(e.Placeholder) == "" || len(e.Values) == 0 {
-			return fmt.Errorf("skip needs a placeholder and at least one value")
+	if h.skip, err = compileMatch("skip", h.Skip); err != nil {
+		return err
+	}
+	for _, e := range []*ExemptConfig{h.Exempt, h.Skip} {
+		if e != nil {
+			exprs = append(exprs, e.Placeholder)
 		}
-		if err := checkPlaceholder("skip", e.Placeholder); err != nil {
-			return err
-		}
-		if err := checkMatchValues("skip", e.Values); err != nil {
-			return err
-		}
-		h.skip = make(map[string]bool, len(e.Values))
-		for _, v := range e.Values {
-			h.skip[v] = true
-		}
-		exprs = append(exprs, e.Placeholder)
 	}
 	var paths []*jsonbatch.Path
 	for _, e := range exprs {
@@ -364,3 +344,25 @@ func ruleZone(rc *RuleConfig) (*time.Location, string, error) {
 
 // isPlaceholder reports whether s holds a placeholder to resolve per request.
 func isPlaceholder(s string) bool { return strings.Contains(s, "{") }
+
+// compileMatch checks exempt's or skip's (what) config and returns its
+// values as a set; nil for none.
+func compileMatch(what string, e *ExemptConfig) (map[string]bool, error) {
+	if e == nil {
+		return nil, nil
+	}
+	if strings.TrimSpace(e.Placeholder) == "" || len(e.Values) == 0 {
+		return nil, fmt.Errorf("%s needs a placeholder and at least one value", what)
+	}
+	if err := checkPlaceholder(what, e.Placeholder); err != nil {
+		return nil, err
+	}
+	if err := checkMatchValues(what, e.Values); err != nil {
+		return nil, err
+	}
+	set := make(map[string]bool, len(e.Values))
+	for _, v := range e.Values {
+		set[v] = true
+	}
+	return set, nil
+}
