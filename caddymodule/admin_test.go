@@ -120,6 +120,8 @@ func TestAdminResetKeepsEverySend(t *testing.T) {
 		for _, to := range []string{"g1", "g2", "g3"} {
 			expectStatus(t, g.send("/v1/send", map[string]any{"to": to, "campaign": "spring"}), http.StatusOK)
 		}
+		// The recipient as the gateway counts her: trimmed.
+		expectUsage(t, usageOf(t, "everyone", "recipient=%20g1%E2%80%8B"), map[string][2]int64{"per_recipient": {1, 4}, "all": {3, 97}})
 		r := resetUsage(t, "everyone", "recipient=g1")
 		if !reflect.DeepEqual(r.Reset, []string{"per_recipient"}) || !reflect.DeepEqual(r.Kept, []string{"all"}) {
 			t.Fatalf("a recipient's reset answered %+v, want per_recipient reset and all kept", r)

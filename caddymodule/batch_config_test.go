@@ -35,6 +35,8 @@ func TestBatchConfigErrors(t *testing.T) {
 		// A wildcard past the end of the batch path was a panic at load.
 		{[]string{"dimension recipient {json.*}", "dimension title {json.a.b.*}"},
 			`dimension title: "a.b.*" does not follow the batch dimension "*"`},
+		{[]string{"dimension recipient {json.*.to}", "dimension title {json.*.title}{fcm_topic.*.topic}"},
+			"placeholder must be the whole expression"},
 		{[]string{"dimension recipient {json.*.to}", "dimension title {json.*.title}{json.other.*.body}"},
 			`dimension title: "other.*.body" does not follow the batch dimension "*.to"`},
 		{[]string{"dimension recipient {json.*.to}", "dimension title {json.*.title}", "splice expo"}, "splice expo needs batch drop"},

@@ -98,6 +98,11 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]lim
 			vals[di] = textOf(repl, b, bc.dims[di], d.Expr)
 		}
 		if h.keying[di] {
+			if t := bc.templates[di]; t != nil {
+				if f := keyTemplateParts(b, d.Name, t); f != nil {
+					return nil, nil, f
+				}
+			}
 			if f := keyEntries(b, d.Name, &vals[di]); f != nil {
 				return nil, nil, f
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 )
 
@@ -63,7 +64,29 @@ func entryTemplate(expr string) ([]templatePart, error) {
 	if !wild {
 		return nil, nil
 	}
+	if hasReader(expr) {
+		// A reader's placeholder in a text part would go to the
+		// replacer, which knows nothing of it, and read nothing.
+		return nil, fmt.Errorf("%q: a %s placeholder must be the whole expression", expr, readerNames)
+	}
 	return parts, nil
+}
+
+// keyTemplateParts holds each field a keying dimension's template reads
+// per entry to keyKind, as a dimension of one path is held.
+func keyTemplateParts(b *jsonbatch.Batch, name string, parts []templatePart) *reply.Failure {
+	for _, part := range parts {
+		if part.path == nil {
+			continue
+		}
+		vs, _ := b.Resolve(part.path)
+		for i := range vs {
+			if f := keyKind(name, b.EntryPath(i), vs[i]); f != nil {
+				return f
+			}
+		}
+	}
+	return nil
 }
 
 // templateText resolves a template for every entry of b: each entry's

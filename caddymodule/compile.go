@@ -166,10 +166,13 @@ func (h *Handler) compile() error {
 	}
 	h.jsonPaths = jsonbatch.NewFolds(paths)
 	h.keying = h.keyingDims()
-	h.keyPaths = make([]string, len(h.dims))
+	for i := range h.dims {
+		h.dims[i].Keying = h.keying[i]
+	}
+	h.keyPaths = make([][]string, len(h.dims))
 	for i, d := range h.dims {
 		if h.keying[i] {
-			h.keyPaths[i] = singleJSONPath(d.Expr)
+			h.keyPaths[i] = keyJSONPaths(d.Expr)
 		}
 	}
 	if h.AnyContentType && h.needs != 0 {

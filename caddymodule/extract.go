@@ -104,7 +104,12 @@ func repeatedField(form url.Values, fields []string) *reply.Failure {
 // capped recipient past her cap.
 func repeatedInRequest(r *http.Request, params, headers []string) *reply.Failure {
 	if len(params) > 0 {
-		q := r.URL.Query()
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			// Go drops a pair it cannot read ("x=1;to=hank": some
+			// readers split on ";" and would see to=hank).
+			return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request query is not one every reader reads alike: %v", err)}
+		}
 		for _, p := range params {
 			if n := len(q[p]); n > 1 {
 				return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request query gives parameter %q %d times, and readers differ on which counts", p, n)}
@@ -262,7 +267,13 @@ func declaredFormat(contentType string, needs int) (int, *reply.Failure) {
 	if strings.TrimSpace(contentType) == "" {
 		return needs, nil
 	}
-	mt, _, err := mime.ParseMediaType(contentType)
+	mt, params, err := mime.ParseMediaType(contentType)
+	if cs, ok := params["charset"]; err == nil && ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		// The body is read as UTF-8; an upstream that honours the
+		// charset (body-parser decodes utf-7, utf-16) would read other
+		// values than the ones counted.
+		return needs, &reply.Failure{Status: http.StatusUnsupportedMediaType, Reason: fmt.Sprintf("request body declares charset %q; the frequency cap reads bodies as UTF-8 (an upstream that decodes another charset would read other values than the ones counted): send it as UTF-8", cs)}
+	}
 	isJSON := err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 	isForm := err == nil && mt == "application/x-www-form-urlencoded"
 	switch {

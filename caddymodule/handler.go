@@ -223,10 +223,10 @@ type Handler struct {
 	// {http.request.header.<name>}): each must come at most once.
 	queryParams, headerNames []string
 	// keying marks the dimensions some rule keys its records by (see
-	// keyvalues.go); keyPaths holds, for those read as one {json.<path>},
-	// the path ("" for the others).
+	// keyvalues.go); keyPaths holds, for those, the {json.<path>} they
+	// read without a wildcard.
 	keying   []bool
-	keyPaths []string
+	keyPaths [][]string
 	skip     map[string]bool // Skip's values
 	exempt   map[string]bool // Exempt.Values
 	refundOn []statusMatch
@@ -311,7 +311,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.warns = &storeWarnings{logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval, reasons: reasons, refusals: refusals}
 	h.locals = &storeWarnings{msg: "frequency cap store failing: deciding in the local store", logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval, reasons: reasons, refusals: refusals}
 	h.outage = &storeOutage{logger: h.logger, handler: h.Name}
-	cs, err := h.register(ctx.Context)
+	// One config's modules share its root context's cancellation: its
+	// Done channel is the config's identity (each server wraps the
+	// context with values of its own, which Done passes through).
+	cs, err := h.register(ctx.Context.Done())
 	if err != nil {
 		return fmt.Errorf("frequency_cap %s: %w", h.Name, err)
 	}

@@ -3,8 +3,8 @@ package caddymodule
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
@@ -31,19 +31,14 @@ func (h *Handler) keyingDims() []bool {
 	return keying
 }
 
-// trimKey trims a keying value of what no address carries at its ends:
-// white space (Unicode's) and the zero-width space, joiners and BOM.
-func trimKey(s string) string {
-	return strings.TrimFunc(s, func(r rune) bool {
-		return unicode.IsSpace(r) || r == '\u200b' || r == '\u200c' || r == '\u200d' || r == '\u2060' || r == '\ufeff'
-	})
-}
+// trimKey trims a keying value (jsonbatch.TrimKey).
+func trimKey(s string) string { return jsonbatch.TrimKey(s) }
 
 // keyKind refuses a JSON value that cannot key records as the upstream
 // reads it: an object or an array (["dave"] is delivered to dave), and a
 // number not written as an integer in digits (42.0, 4.2e1, -0 and 042
-// are 42, 0 and 42 to most readers). where names the value for the
-// reason ("to", "3.to").
+// are 42, 0 and 42 to most readers), or past 2^53 (rounded by many).
+// where names the value for the reason ("to", "3.to").
 func keyKind(name, where string, v jsonbatch.Value) *reply.Failure {
 	switch v.Kind {
 	case jsonbatch.Object, jsonbatch.Array:
@@ -52,7 +47,7 @@ func keyKind(name, where string, v jsonbatch.Value) *reply.Failure {
 	case jsonbatch.Number:
 		if !digitsInteger(v.Text) {
 			return &reply.Failure{Status: http.StatusBadRequest, Dimension: name,
-				Reason: fmt.Sprintf("dimension %s at %s is the number %s; it keys the counts, so write it as an integer in digits (readers take 42.0 and 4.2e1 for 42)", name, where, v.Text)}
+				Reason: fmt.Sprintf("dimension %s at %s is the number %s; it keys the counts, so write it as an integer in digits from -(2^53-1) to 2^53-1 (readers take 42.0 and 4.2e1 for 42, and round larger ones), or as a string", name, where, v.Text)}
 		}
 	}
 	return nil
@@ -71,49 +66,68 @@ func digitsInteger(s string) bool {
 			return false
 		}
 	}
-	return true
+	// Past 2^53 many readers (JavaScript, Go's any) round it: two ids
+	// would be one upstream and two here. Such an id is a string.
+	n, err := strconv.ParseInt(s, 10, 64)
+	return err == nil && n >= -maxExactInt && n <= maxExactInt
 }
 
-// singleJSONPath returns the path of expr when it is exactly one
-// {json.<path>} placeholder without wildcards, else "".
-func singleJSONPath(expr string) string {
-	path, ok := strings.CutPrefix(strings.TrimSpace(expr), "{json.")
-	if !ok || !strings.HasSuffix(path, "}") {
-		return ""
-	}
-	path = path[:len(path)-1]
-	if strings.ContainsAny(path, "{}") || hasWildcard(path) {
-		return ""
-	}
-	return path
-}
+// maxExactInt is the largest integer every JSON reader holds exactly
+// (2^53 - 1: a float64's).
+const maxExactInt = 1<<53 - 1
 
-// keyShapes checks, in a single send's JSON body, the value of each
-// keying dimension that is one {json.<path>} (see keyKind).
-func (h *Handler) keyShapes(doc []byte) *reply.Failure {
-	for i, path := range h.keyPaths {
-		if path == "" {
-			continue
+// keyJSONPaths returns the {json.<path>} placeholders of expr that have
+// no wildcard: each value a keying dimension reads from a single send's
+// body, alone or within text ("user:{json.to}").
+func keyJSONPaths(expr string) []string {
+	var out []string
+	for _, path := range placeholderArgs(expr, "json") {
+		if !hasWildcard(path) {
+			out = append(out, path)
 		}
-		if f := keyKind(h.dims[i].Name, path, jsonbatch.Lookup(doc, path)); f != nil {
-			return f
+	}
+	return out
+}
+
+// keyShapes checks, in a JSON body, each value a keying dimension reads
+// without a wildcard (see keyKind).
+func (h *Handler) keyShapes(doc []byte) *reply.Failure {
+	for i, paths := range h.keyPaths {
+		for _, path := range paths {
+			if f := keyKind(h.dims[i].Name, path, jsonbatch.Lookup(doc, path)); f != nil {
+				return f
+			}
 		}
 	}
 	return nil
 }
 
 // keyEntries holds a batch's values of a keying dimension to the same as
-// a single send's: each entry's value (from the entries themselves, or
-// resolved per entry) checked by keyKind and trimmed in place, the one
-// value for all trimmed.
+// a single send's: each entry's value checked by keyKind and trimmed, and
+// the one value for all trimmed. The batch's own entries are not
+// changed (answers name a recipient as the sender wrote it): trimmed
+// values go into a copy, made only when some value changes.
 func keyEntries(b *jsonbatch.Batch, name string, t *entryText) *reply.Failure {
 	switch {
 	case t.ents != nil:
+		var each []jsonbatch.Value
 		for i := range t.ents {
-			if f := keyKind(name, b.EntryPath(i), t.ents[i].Value); f != nil {
+			v := t.ents[i].Value
+			if f := keyKind(name, b.EntryPath(i), v); f != nil {
 				return f
 			}
-			t.ents[i].Text = trimKey(t.ents[i].Text)
+			if trimmed := trimKey(v.Text); trimmed != v.Text && each == nil {
+				each = make([]jsonbatch.Value, len(t.ents))
+				for j := range i {
+					each[j] = t.ents[j].Value
+				}
+			}
+			if each != nil {
+				each[i] = jsonbatch.Value{Text: trimKey(v.Text), Kind: v.Kind}
+			}
+		}
+		if each != nil {
+			t.each, t.ents = each, nil
 		}
 	case t.each != nil:
 		for i := range t.each {

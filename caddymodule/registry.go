@@ -10,8 +10,8 @@ import (
 )
 
 // register makes the handler findable by name and returns its entry for
-// unregister. load is the config's identity (caddy.Context's root
-// context, one per config loaded): two cap sets of one config with one
+// unregister. load is the config's identity (its root context's Done
+// channel, one per config loaded): two cap sets of one config with one
 // name and different settings are an error.
 func (h *Handler) register(load any) (*capset.CapSet, error) {
 	usage, reset := newStoreOp(h.Name, opUsage), newStoreOp(h.Name, opReset)

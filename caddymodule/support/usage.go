@@ -16,6 +16,7 @@ import (
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/capset"
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/zones"
+	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
@@ -552,7 +553,17 @@ func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail 
 		case vs[0] == "":
 			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Reason: "missing value for " + k}
 		case isDim:
+			// The value the gateway counts under: a keying dimension's
+			// is trimmed (" dave" and "dave\u200b" are dave).
 			q.values[k] = vs[0]
+			for _, d := range cs.Dims {
+				if d.Name == k && d.Keying {
+					q.values[k] = jsonbatch.TrimKey(vs[0])
+				}
+			}
+			if q.values[k] == "" {
+				return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k, Reason: "missing value for dimension " + k}
+			}
 		case isInput:
 			if _, fail := q.given.give(q.inputs, k, vs[0]); fail != nil {
 				return nil, false, fail

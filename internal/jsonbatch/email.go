@@ -24,7 +24,7 @@ var EmailAddress = &Reader{Name: "email", Read: func(text string) ([]string, err
 // share a cap. A text without a local part and a domain around its last
 // "@" is refused, as the services refuse it.
 func Mailbox(addr string) (string, error) {
-	a := strings.TrimSpace(addr)
+	a := TrimKey(addr)
 	if at := strings.LastIndexByte(a, '@'); at <= 0 || at == len(a)-1 {
 		return "", fmt.Errorf("%q is not an email address (local-part@domain)", addr)
 	}

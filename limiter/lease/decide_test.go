@@ -398,3 +398,23 @@ func TestSupportReadsThroughTheLease(t *testing.T) {
 		t.Fatalf("history: %+v %v", sends, err)
 	}
 }
+
+// Usage counts a leased rolling rule over its longer window, as its sends
+// are decided: a block taken a minute and 0.3 s ago still counts against
+// a 1-minute window (its margin is 0.6 s), so what Usage says remains is
+// what the next send gets.
+func TestUsageCountsTheLongerWindow(t *testing.T) {
+	c := newClock(t0)
+	inner := memInner(t, c)
+	g := gateway(t, inner, c, time.Minute)
+	rule := &limiter.Rule{Name: "minute_budget", By: []string{"campaign"}, Limit: 2000, Window: limiter.Window{Duration: time.Minute}, Lease: 100}
+	mustDecide(t, g, req(check(rule, "spring")))
+	c.Add(time.Minute + 300*time.Millisecond)
+	if got := used(t, g, check(rule, "spring")); got != 100 {
+		t.Errorf("used %d a minute and 0.3 s after the block; want its 100 (window plus a hundredth)", got)
+	}
+	c.Add(time.Second)
+	if got := used(t, g, check(rule, "spring")); got != 0 {
+		t.Errorf("used %d past the longer window; want 0", got)
+	}
+}

@@ -177,11 +177,20 @@ func (s *Store) answered(req *limiter.Request, d *limiter.Decision) {
 	}
 }
 
-// Usage implements limiter.Store: the inner store answers, with the rules
-// as they are. Leased units not yet spent count as used until they are
-// given back.
+// Usage implements limiter.Store: the inner store answers, with leased
+// rolling rules counted over their longer windows, as their sends are
+// decided (so what it says remains is what the next send gets). Leased
+// units not yet spent count as used until they are given back.
 func (s *Store) Usage(ctx context.Context, req *limiter.Request) (*limiter.Decision, error) {
-	return s.inner.Usage(ctx, req)
+	ext := s.extendRequest(req)
+	d, err := s.inner.Usage(ctx, &ext)
+	if err != nil {
+		return nil, err
+	}
+	for i := range d.Results {
+		d.Results[i].Rule = req.Checks[i].Rule
+	}
+	return d, nil
 }
 
 // Reset implements limiter.Store: the inner store forgets, then the

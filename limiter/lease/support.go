@@ -28,5 +28,6 @@ func (s *Store) History(ctx context.Context, req *limiter.Request) ([]limiter.Se
 	if !ok {
 		return nil, fmt.Errorf("%w: the store keeps no history", limiter.ErrStore)
 	}
-	return h.History(ctx, req)
+	ext := s.extendRequest(req) // the sends Usage counts (see Usage)
+	return h.History(ctx, &ext)
 }

@@ -27,6 +27,10 @@ type Dimension struct {
 	Name     string
 	Expr     string
 	Constant bool
+	// Keying is set when some rule keys its records by it (its first
+	// dimension): the gateway trims its values (jsonbatch.TrimKey), and
+	// so must a lookup.
+	Keying bool
 }
 
 // CapSet is what the admin API and the console need of a provisioned
