@@ -230,6 +230,7 @@ func (f *faultRun) check(t *testing.T) {
 	// error).
 	var after [2]int
 	var slow, fast [2][]string // when they started after the store was back, and took
+	var firstFast [2]string    // the first fast failure's answer
 	lat := make([]time.Duration, 0, len(f.measured()))
 	bad, excused := 0, 0
 	for _, r := range f.measured() {
@@ -268,6 +269,9 @@ func (f *faultRun) check(t *testing.T) {
 				slow[r.route] = append(slow[r.route], when)
 			case failed:
 				fast[r.route] = append(fast[r.route], when)
+				if firstFast[r.route] == "" {
+					firstFast[r.route] = fmt.Sprintf("%d %q %v", r.status, r.body, r.err)
+				}
 			}
 		}
 		if wrong != "" {
@@ -298,7 +302,7 @@ func (f *faultRun) check(t *testing.T) {
 			t.Errorf("on_error %s: recovered only %s after the store was back, over %s", route, rec, faultRecovery)
 		}
 		if len(fast[i]) > 0 {
-			t.Errorf("on_error %s: %d requests failed without waiting for the timeout after recovery: the store still failed", route, len(fast[i]))
+			t.Errorf("on_error %s: %d requests failed without waiting for the timeout after recovery: the store still failed (the first answered %s)", route, len(fast[i]), firstFast[i])
 		}
 		if len(slow[i])*20 > after[i] {
 			t.Errorf("on_error %s: %d of %d requests timed out after recovery, over 5%%", route, len(slow[i]), after[i])

@@ -151,7 +151,7 @@ func (c *Config) NewClient() (redis.UniversalClient, error) {
 			}
 			opt.TLSConfig = tc
 		}
-		return redis.NewClient(opt), nil
+		return gateClient(redis.NewClient(opt), time.Now), nil
 	}
 	addrs := c.Addresses
 	if len(addrs) == 0 {
@@ -197,9 +197,13 @@ func (c *Config) NewClient() (redis.UniversalClient, error) {
 		// and for a least-privilege user, who may not, go-redis asks
 		// again before every command, a round trip and a log line each.
 		co.DisableRoutingPolicies = true
+		// Each node's client has a dial gate of its own (dialgate.go).
+		co.NewClient = func(o *redis.Options) *redis.Client {
+			return gateClient(redis.NewClient(o), time.Now).(*redis.Client)
+		}
 		return redis.NewClusterClient(co), nil
 	}
-	return redis.NewUniversalClient(opt), nil
+	return gateClient(redis.NewUniversalClient(opt), time.Now), nil
 }
 
 // failFast turns go-redis's retries down: a decision has a budget of
