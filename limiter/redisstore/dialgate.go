@@ -105,7 +105,7 @@ func (g *dialGate) settle(ctx context.Context, probe bool, err error) {
 		g.failing.Store(false)
 	case ctx.Err() != nil && !probe:
 	default:
-		g.err, g.failedAt = err, g.now()
+		g.err, g.failedAt = &connectionNeverMade{err}, g.now()
 		g.failing.Store(true)
 	}
 }
@@ -120,7 +120,7 @@ func (g *dialGate) DialHook(next redis.DialHook) redis.DialHook {
 		conn, err := next(ctx, network, addr)
 		g.settle(ctx, probe, err)
 		if err != nil {
-			return &failedConn{err: err, network: network, addr: addr}, nil
+			return &failedConn{err: &connectionNeverMade{err}, network: network, addr: addr}, nil
 		}
 		return conn, nil
 	}
@@ -151,7 +151,7 @@ func (g *dialGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 // failedConn is a dial that failed, as a connection: every read and write
-// fails with the dial's error.
+// fails with the dial's error (a connectionNeverMade).
 type failedConn struct {
 	err           error
 	network, addr string
@@ -159,12 +159,11 @@ type failedConn struct {
 
 func (c *failedConn) Read([]byte) (int, error)  { return 0, c.err }
 func (c *failedConn) Write([]byte) (int, error) { return 0, c.err }
-func (c *failedConn) Close() error              { return nil }
-func (c *failedConn) LocalAddr() net.Addr       { return failedAddr{c.network, ""} }
-func (c *failedConn) RemoteAddr() net.Addr      { return failedAddr{c.network, c.addr} }
-func (c *failedConn) SetDeadline(time.Time) error {
-	return nil
-}
+
+func (c *failedConn) Close() error                     { return nil }
+func (c *failedConn) LocalAddr() net.Addr              { return failedAddr{c.network, ""} }
+func (c *failedConn) RemoteAddr() net.Addr             { return failedAddr{c.network, c.addr} }
+func (c *failedConn) SetDeadline(time.Time) error      { return nil }
 func (c *failedConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *failedConn) SetWriteDeadline(time.Time) error { return nil }
 
@@ -172,3 +171,16 @@ type failedAddr struct{ network, addr string }
 
 func (a failedAddr) Network() string { return a.network }
 func (a failedAddr) String() string  { return a.addr }
+
+// connectionNeverMade is a failed dial's error as the gate passes it on,
+// from a failedConn or a command failed at once. Its Unwrap returns a
+// list: go-redis unwraps the error of a new connection's handshake (which
+// runs through the gate's hooks too) with errors.Unwrap, which follows
+// only a single error, so the caller keeps the dial's whole message
+// (dial tcp ...: connection refused, not "connect: connection refused"),
+// while errors.Is, errors.As and the store's own walk of an error's tree
+// (serverErrors) follow the list.
+type connectionNeverMade struct{ err error }
+
+func (e *connectionNeverMade) Error() string   { return e.err.Error() }
+func (e *connectionNeverMade) Unwrap() []error { return []error{e.err} }

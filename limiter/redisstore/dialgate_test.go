@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -64,6 +65,10 @@ func TestDialGateRecoversAtOnce(t *testing.T) {
 		}
 		if r := Reason(err); r != ReasonUnreachable {
 			t.Fatalf("PING %d failed with %v, reason %q, not %q", i, err, r, ReasonUnreachable)
+		}
+		// The message is the dial's, as when go-redis's pool dialled.
+		if !strings.HasPrefix(err.Error(), "dial tcp "+srv.Addr+": ") {
+			t.Fatalf("PING %d failed with %q, not the dial's error", i, err)
 		}
 	}
 	// The first PING meets its pooled connection closed, the second
