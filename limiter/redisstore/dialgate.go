@@ -68,10 +68,17 @@ func (g *dialGate) shut() error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.err != nil && (g.probing || g.now().Sub(g.failedAt) < probeEvery) {
+	if g.refusing() {
 		return g.err
 	}
 	return nil
+}
+
+// refusing reports, with mu held, whether the gate fails commands and
+// dials at once: the last dial failed, and a probe is under way or
+// probeEvery has not passed.
+func (g *dialGate) refusing() bool {
+	return g.err != nil && (g.probing || g.now().Sub(g.failedAt) < probeEvery)
 }
 
 // claim decides whether a dial may go ahead, and whether it is the probe of
@@ -82,7 +89,7 @@ func (g *dialGate) claim() (probe bool, err error) {
 	switch {
 	case g.err == nil:
 		return false, nil
-	case g.probing || g.now().Sub(g.failedAt) < probeEvery:
+	case g.refusing():
 		return false, g.err
 	}
 	g.probing = true
