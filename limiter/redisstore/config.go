@@ -62,8 +62,8 @@ type Config struct {
 	// at four to five times the Redis CPU a decision (see
 	// Options.ScriptOnly and docs/performance.md). Default off; worth
 	// it where a round trip costs more than Redis's CPU (a distant Redis).
-	// A cluster decides in the script, except batch sends under drop on
-	// masters with SET … IFEQ (Valkey 8.1), which it turns off too.
+	// On a cluster it turns off the masters' lanes too: every decision
+	// then runs freqcap.lua on the master of its keys.
 	ScriptOnly bool `json:"script_only,omitempty"`
 	// NoNativeWrite writes the decisions made in Go with lua/commit.lua
 	// even on a node that has SET … IFEQ (Options.NoNativeWrite): a

@@ -102,11 +102,11 @@ type Options struct {
 	// MaxBatch is the most decisions in one batch. Default 64, at
 	// most 100: a run carries at most 255 rule specs.
 	MaxBatch int
-	// ScriptOnly decides every batch in freqcap.lua, in one round trip, as
-	// on a cluster. Default false: off a cluster a batch is decided in Go
-	// between a read and a compare-and-set write, which costs Redis less
-	// CPU, and in the script only when the write finds a key changed since
-	// the read (see godecide.go).
+	// ScriptOnly decides every batch in freqcap.lua, in one round trip.
+	// Default false: a batch is decided in Go between a read and a
+	// compare-and-set write (on a cluster, on the lane of its keys'
+	// master), which costs Redis less CPU, and in the script only when the
+	// write finds a key changed since the read (see godecide.go).
 	ScriptOnly bool
 	// GoBatchMin is the fewest decisions a batch decided in Go holds when
 	// its round trips would be its own: a smaller batch of decisions that
