@@ -2,9 +2,11 @@ package caddymodule
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
@@ -75,15 +77,31 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 			denied = append(denied, i)
 		}
 	}
+	// Under drop, an admitted entry that shares its place with a denied
+	// one goes with it (the other topics of one FCM condition): it is not
+	// sent, so what it recorded is given back.
+	var along []jsonbatch.Along
+	var goesAlong []bool // by entry, when along is not empty
+	if bc.drop && !h.DryRun && len(denied) > 0 {
+		if along = b.AlongWith(denied); len(along) > 0 {
+			goesAlong = make([]bool, len(ds))
+			for _, a := range along {
+				goesAlong[a.Entry] = true
+			}
+			h.unrecord(r, ds, along)
+		}
+	}
 	// A batch is refused under reject when any entry is denied, under
-	// drop when every entry is; never under dry_run.
-	refused := !h.DryRun && len(denied) > 0 && (!bc.drop || len(denied) == len(ds))
+	// drop when nothing is left to send (every entry denied or gone with
+	// a denied one); never under dry_run.
+	refused := !h.DryRun && len(denied) > 0 && (!bc.drop || len(denied)+len(along) == len(ds))
 	tally := h.newBatchTally()
 	for i, d := range ds {
 		// The admitted entries of a refused batch recorded nothing, so
 		// they count nothing, as a rule that would have admitted a
-		// refused single send counts nothing.
-		if !refused || !d.Allowed {
+		// refused single send counts nothing; nor do those that went
+		// with a denied one.
+		if (!refused || !d.Allowed) && (goesAlong == nil || !goesAlong[i]) {
 			tally.count(h, d, reqs[i].Exempt)
 		}
 		h.logShadows(&reqs[i], d)
@@ -120,13 +138,16 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		if list, err := jsonbatch.SFStringList(rm.Dropped); err == nil && list != "" {
 			w.Header().Set("Frequency-Cap-Dropped", list)
 		}
-		h.metrics.batchDropped.Add(float64(len(denied)))
+		h.metrics.batchDropped.Add(float64(len(denied) + len(along)))
 		if h.splicer != nil {
-			capped = make([]jsonbatch.Capped, len(denied))
-			for k, i := range denied {
-				d := ds[i]
-				capped[k] = jsonbatch.Capped{Position: i, Rule: d.Results[d.Denier].Rule.Name, RetryAfter: int(retryAfter(d.RetryAfter))}
+			capped = make([]jsonbatch.Capped, 0, len(denied)+len(along))
+			for _, i := range denied {
+				capped = append(capped, cappedEntry(i, ds[i]))
 			}
+			for _, a := range along {
+				capped = append(capped, cappedEntry(a.Entry, ds[a.With])) // capped by its fellow's rule
+			}
+			slices.SortFunc(capped, func(x, y jsonbatch.Capped) int { return cmp.Compare(x.Position, y.Position) })
 			// The answer is rewritten: ask for it uncompressed.
 			r.Header.Del("Accept-Encoding")
 		}
@@ -138,6 +159,27 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		}
 	}
 	return h.passBatch(w, r, next, ids, splice)
+}
+
+// cappedEntry is entry i as a capped recipient, d being the denial that
+// took it out.
+func cappedEntry(i int, d *limiter.Decision) jsonbatch.Capped {
+	return jsonbatch.Capped{Position: i, Rule: d.Results[d.Denier].Rule.Name, RetryAfter: int(retryAfter(d.RetryAfter))}
+}
+
+// unrecord gives back what the entries along recorded and forgets their
+// admission ids, so that refund_on does not give them back twice. A refund
+// that fails leaves them counted: an error towards denying, logged by
+// refundCounting.
+func (h *Handler) unrecord(r *http.Request, ds []*limiter.Decision, along []jsonbatch.Along) {
+	gone := make([]*limiter.Decision, 0, len(along))
+	for _, a := range along {
+		gone = append(gone, ds[a.Entry])
+	}
+	if ids := recordedIDs(gone); len(ids) > 0 {
+		h.refundAll(r, ids)
+		limiter.ForgetIDs(gone)
+	}
 }
 
 // recordedIDs returns the admission ids of the decisions that recorded.

@@ -116,9 +116,12 @@ func testGorushGateway(t *testing.T, path string) {
 		t.Errorf("gorush's answer with the repeat reported: %s", a.body)
 	}
 	// The same text is one message whichever field gorush passes it on
-	// in: "sale" as the title, or in an FCM notification, is a repeat.
+	// in: "sale" as the title, in an FCM notification or any override
+	// of it, or in a Huawei notification, is a repeat.
 	t3 := unique("t3")
-	for i, n := range []string{`"message":"sale"`, `"title":"sale"`, `"notification":{"body":"sale"}`} {
+	for i, n := range []string{`"message":"sale"`, `"title":"sale"`, `"notification":{"body":"sale"}`,
+		`"android":{"notification":{"body":"sale"}}`, `"webpush":{"notification":{"body":"sale"}}`,
+		`"apns":{"payload":{"aps":{"alert":"sale"}}}`, `"huawei_notification":{"body":"sale"}`} {
 		a := g.post("/api/push", "application/json", fmt.Sprintf(`{"notifications":[{"tokens":[%q],"platform":2,%s}]}`, t3, n))
 		want := []string{t3}
 		if i == 0 {

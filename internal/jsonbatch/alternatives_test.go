@@ -439,3 +439,48 @@ func TestAlternativesResolve(t *testing.T) {
 		t.Errorf("got %s, %v", r.Body, err)
 	}
 }
+
+// TestAlongWith proves that a condition's other topics are named as going
+// with a dropped one (Remove takes the condition away whole), and that
+// nothing else is.
+func TestAlongWith(t *testing.T) {
+	const doc = `{"notifications":[{"tokens":["a"],"platform":2,"condition":"'p' in topics || 'q' in topics || 'r' in topics"},{"to":"x","platform":2}]}`
+	b, err := altPath(t, gorushAlts...).Enumerate([]byte(doc), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, p, q, r, x int
+	for i, e := range b.Entries {
+		switch e.Text {
+		case "a":
+			a = i
+		case "p":
+			p = i
+		case "q":
+			q = i
+		case "r":
+			r = i
+		case "x":
+			x = i
+		}
+	}
+	if got, want := b.AlongWith([]int{q}), []Along{{p, q}, {r, q}}; !slices.Equal(got, want) {
+		t.Errorf("q dropped: along %v, want %v", got, want)
+	}
+	if got, want := b.AlongWith([]int{p, r, x}), []Along{{q, p}}; !slices.Equal(got, want) {
+		t.Errorf("p, r and x dropped: along %v, want %v", got, want)
+	}
+	if got := b.AlongWith([]int{a, x}); got != nil {
+		t.Errorf("a token and a to dropped: along %v, want none", got)
+	}
+	if got := b.AlongWith([]int{p, q, r}); got != nil {
+		t.Errorf("the whole condition dropped: along %v, want none", got)
+	}
+	plain, err := mustPath(t, "*.to").Enumerate([]byte(`[{"to":"a"},{"to":"a"}]`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plain.AlongWith([]int{0}); got != nil {
+		t.Errorf("a path without alternatives: along %v", got)
+	}
+}

@@ -174,3 +174,39 @@ func itemCuts(doc []byte, container int, items map[int]bool) ([]span, bool) {
 	}
 	return cuts, true
 }
+
+// Along is an entry that Remove takes away with a dropped one without
+// being dropped itself: another topic of the same FCM condition, since a
+// reader's value is one member and goes whole.
+type Along struct {
+	Entry int // its index in Entries
+	With  int // the first dropped entry (of drop) whose value it shares
+}
+
+// AlongWith returns, in body order, the entries that Remove(drop) takes
+// away although drop does not list them. A caller that decided them
+// separately gives back what they recorded: they are not sent. Indices
+// outside Entries are ignored (Remove refuses them).
+func (b *Batch) AlongWith(drop []int) []Along {
+	if len(b.Path.alts) == 0 && b.Path.reader == nil {
+		return nil // every entry is a value of its own
+	}
+	with := make(map[int]int, len(drop)) // by Start: a reader's entries share it
+	dropped := make(map[int]bool, len(drop))
+	for _, i := range drop {
+		if i < 0 || i >= len(b.Entries) {
+			continue
+		}
+		dropped[i] = true
+		if w, ok := with[b.Entries[i].Start]; !ok || i < w {
+			with[b.Entries[i].Start] = i // the first of them
+		}
+	}
+	var out []Along
+	for i, e := range b.Entries {
+		if w, ok := with[e.Start]; ok && !dropped[i] {
+			out = append(out, Along{Entry: i, With: w})
+		}
+	}
+	return out
+}

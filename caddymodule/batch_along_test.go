@@ -1,0 +1,88 @@
+package caddymodule_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+)
+
+// TestConditionGoesWhole proves that under batch drop the topics of one
+// FCM condition are sent or dropped together, and that what a dropped
+// condition's admitted topics recorded is given back: a condition naming
+// a capped topic is taken out of its notification, its other topics are
+// reported capped beside it and stay free to send to; a send left with
+// nothing to deliver is answered by the gateway alone, as a fully capped
+// one is, and records nothing. On the memory store and on Redis.
+func TestConditionGoesWhole(t *testing.T) {
+	eachBackend(t, func(t *testing.T, redisLine string) {
+		up := startGorush(t)
+		g := startGateway(t, fmt.Sprintf(`
+	frequency_cap /api/push {
+		key_prefix %s
+		%s
+		batch drop
+		answer gorush
+		dimension token {json.notifications.*.tokens.*} {json.notifications.*.to} {fcm_topic.notifications.*[platform!=1].topic} {fcm_topics.notifications.*[platform!=1].condition}
+		rule token_minute {
+			by     token
+			limit  1
+			window 1m
+		}
+	}
+	reverse_proxy %s`, testPrefix(), redisLine, up.addr()))
+		const push = "/api/push"
+		send := func(body string, status int) *answer {
+			t.Helper()
+			a := g.post(push, "application/json", body)
+			expectStatus(t, a, status)
+			return a
+		}
+		topic := func(name string) string {
+			return fmt.Sprintf(`{"notifications":[{"platform":2,"topic":%q,"message":"m"}]}`, name)
+		}
+		send(topic("t"), http.StatusOK) // t's one send of the minute
+
+		// A token beside a condition over t and u: the token goes on, the
+		// condition does not, and u is reported with t.
+		sent := len(up.received())
+		a := send(`{"notifications":[{"tokens":["k"],"platform":2,"condition":"'t' in topics || 'u' in topics","message":"m"}]}`, http.StatusOK)
+		bodies := up.received()
+		if len(bodies) != sent+1 || string(bodies[len(bodies)-1]) != `{"notifications":[{"tokens":["k"],"platform":2,"message":"m"}]}` {
+			t.Fatalf("gorush got %q", bodies[sent:])
+		}
+		if got := gorushOf(t, a); got.Counts != 3 || fmt.Sprint(cappedBy(got, "token_minute")) != "[t u]" {
+			t.Errorf("a condition with a capped topic: %s, want counts 3 and t and u capped by token_minute", a.body)
+		}
+		if got := dropped(t, a); fmt.Sprint(got) != "[notifications.0.condition]" {
+			t.Errorf("dropped %v", got)
+		}
+		// u recorded nothing: it was not sent to.
+		send(topic("u"), http.StatusOK)
+		if got := string(up.received()[len(up.received())-1]); got != topic("u") {
+			t.Errorf("u's own send after its condition was dropped: gorush got %s", got)
+		}
+
+		// Only a condition, one of its topics capped: nothing is left to
+		// send, so the gateway answers, and v stays free.
+		sent = len(up.received())
+		a = send(`{"notifications":[{"platform":2,"condition":"'v' in topics && 't' in topics","message":"m"}]}`, http.StatusOK)
+		if got := gorushOf(t, a); got.Counts != 2 || len(got.Logs) != 2 {
+			t.Errorf("a condition left nothing to send: %s, want gorush's answer with 2 failed pushes", a.body)
+		}
+		if a.header.Get("Retry-After") == "" {
+			t.Errorf("nothing left to send: no Retry-After in %v", a.header)
+		}
+		if len(up.received()) != sent {
+			t.Errorf("a send with nothing left reached gorush: %q", up.received()[sent:])
+		}
+		send(topic("v"), http.StatusOK)
+		if got := string(up.received()[len(up.received())-1]); got != topic("v") {
+			t.Errorf("v's own send after its condition was refused: gorush got %s", got)
+		}
+		// And t is still capped.
+		a = send(topic("t"), http.StatusOK)
+		if got := gorushOf(t, a); fmt.Sprint(cappedBy(got, "token_minute")) != "[t]" {
+			t.Errorf("t again: %s", a.body)
+		}
+	})
+}
