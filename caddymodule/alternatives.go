@@ -148,3 +148,40 @@ func (h *Handler) declaredDims() map[string]string {
 func (h *Handler) rejectsMissing(di int) bool {
 	return h.OnMissing == OnMissingReject && !h.skipDims[di]
 }
+
+// lookupForm is capset.Dimension.Lookup for a dimension read as expr: a
+// value given to the admin API or the console is read as the gateway reads
+// the body's, by the one reader every alternative of expr uses that
+// rewrites what it reads (an email address, an FCM topic; a condition's
+// topics as a topic), and nil when none does or the alternatives differ
+// (a token beside a topic: a lookup cannot tell which was meant, and a
+// topic is given as the gateway counts it).
+func lookupForm(expr string) func(string) (string, error) {
+	var only *jsonbatch.Reader
+	for _, name := range []string{"json", jsonbatch.EmailAddress.Name, jsonbatch.FCMTopic.Name, jsonbatch.FCMTopics.Name} {
+		if len(placeholderArgs(expr, name)) == 0 {
+			continue
+		}
+		r := readers[name]
+		if r == jsonbatch.FCMTopics {
+			r = jsonbatch.FCMTopic // a lookup names one topic
+		}
+		if r == nil || only != nil && only != r {
+			return nil
+		}
+		only = r
+	}
+	if only == nil {
+		return nil
+	}
+	return func(v string) (string, error) {
+		got, err := only.Read(v)
+		if err != nil {
+			return "", err
+		}
+		if len(got) != 1 {
+			return "", fmt.Errorf("%q names %d values", v, len(got))
+		}
+		return got[0], nil
+	}
+}

@@ -34,13 +34,27 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		return h.fail(w, r, f)
 	}
 	h.metrics.batchEntries.Observe(float64(len(b.Entries)))
-	if len(b.Missing) > 0 {
+	if len(b.Missing) > 0 || len(b.Entries) == 0 {
 		h.metrics.missing[bc.dim].Inc()
 		if h.rejectsMissing(bc.dim) {
 			undecided(repl)
 			name := h.dims[bc.dim].Name
+			if len(b.Missing) == 0 {
+				// Empty arrays all the way: the batch names no one.
+				return h.fail(w, r, &reply.Failure{Status: http.StatusBadRequest, Reason: "missing value for dimension " + name + ": the batch names no recipient", Dimension: name})
+			}
 			return h.fail(w, r, missingEntry(name, h.dims[bc.dim].Expr, b.Missing[0]))
 		}
+	}
+	if len(b.Entries) == 0 {
+		// Under skip, a batch with no entry is one send without the
+		// batch dimension (nor those read per entry), as a single send
+		// without it: the rules that do not use them still count it.
+		absent := make([]bool, len(h.dims))
+		for di := range h.dims {
+			absent[di] = di == bc.dim || bc.dims[di] != nil || bc.templates[di] != nil
+		}
+		return h.serveOne(w, r, next, repl, absent)
 	}
 	reqs, quiet, fail := h.batchRequests(repl, b)
 	if fail != nil {

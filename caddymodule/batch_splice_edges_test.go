@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
@@ -87,20 +88,31 @@ func TestSpliceEdges(t *testing.T) {
 	}
 }
 
-// A batch with no entries is no missing value of a per-entry dimension:
-// [] passes, decided for nobody.
+// A batch with no entries names no recipient: [] is a 400 for the batch
+// dimension under on_missing reject (not for a per-entry one), and under
+// skip it passes, decided for nobody, as no rule applies without the
+// batch dimension.
 func TestEmptyBatchIsNoMissingValue(t *testing.T) {
-	h, err := load(t, `{"name":"empty_batch","dimensions":{"recipient":"{json.*.to}","content":"{json.*.body}"},
+	for _, skip := range []bool{false, true} {
+		onMissing := ""
+		if skip {
+			onMissing = `"skip_missing":["recipient"],`
+		}
+		h, err := load(t, `{"name":"empty_batch",`+onMissing+`"dimensions":{"recipient":"{json.*.to}","content":"{json.*.body}"},
 	 "rules":[{"name":"r","by":["recipient","content"],"limit":2,"window":"1m"}]}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	passed := false
-	w, err := serveDirect(t, h, http.MethodPost, `[]`, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-		passed = true
-		return nil
-	}))
-	if err != nil || !passed || w.Code != http.StatusOK {
-		t.Fatalf("[]: %d %s %v; want passed on", w.Code, w.Body.String(), err)
+		if err != nil {
+			t.Fatal(err)
+		}
+		passed := false
+		w, err := serveDirect(t, h, http.MethodPost, `[]`, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			passed = true
+			return nil
+		}))
+		switch {
+		case skip && (err != nil || !passed || w.Code != http.StatusOK):
+			t.Errorf("[] under skip: %d %s %v; want passed on", w.Code, w.Body.String(), err)
+		case !skip && (passed || w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "missing value for dimension recipient: the batch names no recipient")):
+			t.Errorf("[] under reject: %d %s %v; want the 400 of the batch dimension", w.Code, w.Body.String(), err)
+		}
 	}
 }

@@ -168,6 +168,7 @@ func (h *Handler) compile() error {
 	h.keying = h.keyingDims()
 	for i := range h.dims {
 		h.dims[i].Keying = h.keying[i]
+		h.dims[i].Lookup = lookupForm(h.dims[i].Expr)
 	}
 	h.keyPaths = make([][]string, len(h.dims))
 	for i, d := range h.dims {

@@ -414,7 +414,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return next.ServeHTTP(w, r)
 	}
 
-	req, quiet, fail := h.request(repl)
+	return h.serveOne(w, r, next, repl, nil)
+}
+
+// serveOne decides the request as one send and passes it on or denies it.
+// The dimensions absent marks (nil: none) are left out unread, with the
+// rules that use them: a batch that found no entry is decided so, without
+// its batch dimension and the dimensions read per entry.
+func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, absent []bool) error {
+	req, quiet, fail := h.request(repl, absent)
 	if fail != nil {
 		undecided(repl)
 		return h.fail(w, r, fail)
@@ -499,10 +507,14 @@ func (h *Handler) skips(repl *caddy.Replacer) bool {
 // request resolves the dimensions, costs, limits and zones of every rule
 // that applies to the request, and whether it is exempt. The quiet rules
 // that apply are not checks for the store: they come back apart, each with
-// whether the request falls in its range.
-func (h *Handler) request(repl *caddy.Replacer) (*limiter.Request, []quietHit, *reply.Failure) {
+// whether the request falls in its range. The dimensions absent marks
+// (nil: none) are missing, unread, and neither counted nor refused here.
+func (h *Handler) request(repl *caddy.Replacer, absent []bool) (*limiter.Request, []quietHit, *reply.Failure) {
 	values := make([]string, len(h.dims))
 	for i, d := range h.dims {
+		if absent != nil && absent[i] {
+			continue
+		}
 		values[i] = repl.ReplaceAll(d.Expr, "")
 		if h.keying[i] {
 			values[i] = trimKey(values[i])

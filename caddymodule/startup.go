@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -222,7 +223,11 @@ func (rs refusals) Error() string {
 	for i, r := range rs {
 		msgs[i] = r.Error()
 	}
-	return strings.Join(msgs, "; ") + " (a configuration error, not an outage: fix the username and password, or grant the user what docs/operations.md lists)"
+	fix := "fix the username and password, or grant the user what docs/operations.md lists"
+	if len(rs) > 0 && errors.Is(rs[0], redisstore.ErrUntrustedCertificate) {
+		fix = "give tls_ca the CA that signed the server's certificate, and tls_server_name a name it is valid for"
+	}
+	return strings.Join(msgs, "; ") + " (a configuration error, not an outage: " + fix + ")"
 }
 
 func (rs refusals) Unwrap() []error { return rs }

@@ -39,7 +39,8 @@ func setUser(t *testing.T, admin *redis.Client, user string, rules ...any) {
 }
 
 // A server that answers but refuses the login, or a command the store
-// needs, fails the load, under every on_error, with an error naming the
+// needs, or presents a certificate the gateway does not trust, fails the
+// load, under every on_error, with an error naming the
 // cap set, the address, the user and what the server said; a server that
 // does not answer loads, with a warning, and on_error decides.
 func TestStoreRefusalFailsLoad(t *testing.T) {
@@ -49,6 +50,7 @@ func TestStoreRefusalFailsLoad(t *testing.T) {
 	setUser(t, admin, "gw", gwRules...)
 	setUser(t, admin, "noevalsha", append(append([]any{}, gwRules...), "-evalsha")...)
 	locked := redistest.Start(t, "--requirepass", "secret")
+	tlsOnly := redistest.StartTLS(t)
 
 	for _, c := range []struct {
 		name    string
@@ -64,6 +66,10 @@ func TestStoreRefusalFailsLoad(t *testing.T) {
 			[]string{"frequency_cap push:", "redis at " + locked.Addr, "the default user", "NOAUTH "}, redisstore.ErrLoginRefused},
 		{"a user without evalsha", fmt.Sprintf(`{"addresses": [%q], "username": "noevalsha", "password": "secret"}`, srv.Addr),
 			[]string{"frequency_cap push:", "redis at " + srv.Addr, `user "noevalsha"`, "evalsha on keys rf:*", "NOPERM "}, redisstore.ErrNoPermission},
+		{"a certificate from an unknown CA", fmt.Sprintf(`{"addresses": [%q], "tls": true}`, tlsOnly.Addr),
+			[]string{"frequency_cap push:", "redis at " + tlsOnly.Addr, "certificate the gateway does not trust", "tls_ca", "unknown authority"}, redisstore.ErrUntrustedCertificate},
+		{"a certificate for another name", fmt.Sprintf(`{"addresses": [%q], "tls": true, "tls_ca": %q, "tls_server_name": "elsewhere.example"}`, tlsOnly.Addr, tlsOnly.CAFile),
+			[]string{"frequency_cap push:", "redis at " + tlsOnly.Addr, "tls_server_name", "elsewhere.example"}, redisstore.ErrUntrustedCertificate},
 	} {
 		for _, onError := range []string{OnErrorAllow, OnErrorDeny, OnErrorLocal} {
 			t.Run(c.name+"/"+onError, func(t *testing.T) {

@@ -560,6 +560,13 @@ func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail 
 				if d.Name == k && d.Keying {
 					q.values[k] = jsonbatch.TrimKey(vs[0])
 				}
+				if d.Name == k && d.Lookup != nil && q.values[k] != "" {
+					v, err := d.Lookup(q.values[k])
+					if err != nil {
+						return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k, Reason: k + ": " + err.Error()}
+					}
+					q.values[k] = v
+				}
 			}
 			if q.values[k] == "" {
 				return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k, Reason: "missing value for dimension " + k}

@@ -152,7 +152,9 @@ func TestRedisConfigSentinel(t *testing.T) {
 // tls + tls_ca: the store talks to a TLS-only server whose certificate
 // comes from a CA the test made, by addresses and by a rediss:// URL.
 // Without the CA, or to the TLS port without TLS, decisions fail with the
-// store's sentinel errors rather than hanging or panicking.
+// store's sentinel errors rather than hanging or panicking, and a
+// certificate the client does not trust (no CA, another server name) is a
+// refusal at start, which fails the load: waiting does not mend it.
 func TestRedisConfigTLS(t *testing.T) {
 	srv := redistest.StartTLS(t)
 	t.Run("addresses", func(t *testing.T) {
@@ -169,12 +171,13 @@ func TestRedisConfigTLS(t *testing.T) {
 		seedRound(t, s, "carol")
 	})
 	for _, c := range []struct {
-		name string
-		cfg  Config
+		name      string
+		cfg       Config
+		untrusted bool
 	}{
-		{"unknown CA", Config{Addresses: []string{srv.Addr}, TLS: true, Timeout: time.Second}},
-		{"wrong server name", Config{Addresses: []string{srv.Addr}, TLS: true, TLSCA: srv.CAFile, TLSServerName: "elsewhere.example", Timeout: time.Second}},
-		{"plain text", Config{Addresses: []string{srv.Addr}, Timeout: 300 * time.Millisecond}},
+		{"unknown CA", Config{Addresses: []string{srv.Addr}, TLS: true, Timeout: time.Second}, true},
+		{"wrong server name", Config{Addresses: []string{srv.Addr}, TLS: true, TLSCA: srv.CAFile, TLSServerName: "elsewhere.example", Timeout: time.Second}, true},
+		{"plain text", Config{Addresses: []string{srv.Addr}, Timeout: 300 * time.Millisecond}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, _ := newConfiguredStore(t, c.cfg, "tlsbad:")
@@ -183,6 +186,16 @@ func TestRedisConfigTLS(t *testing.T) {
 				t.Fatalf("decide: %v; want ErrStore or ErrTimeout", err)
 			}
 			t.Logf("fails as it should: %v", err)
+			rs := s.CheckStart(context.Background()).Refusals()
+			switch {
+			case c.untrusted && (len(rs) != 1 || !errors.Is(rs[0], ErrUntrustedCertificate)):
+				t.Errorf("start check refusals %v; want the untrusted certificate", rs)
+			case !c.untrusted && len(rs) != 0:
+				t.Errorf("start check refusals %v; want none (no TLS at all looks down)", rs)
+			}
+			if len(rs) == 1 {
+				t.Logf("refused at start: %v", rs[0])
+			}
 		})
 	}
 	if _, err := (&Config{Addresses: []string{srv.Addr}, TLS: true, TLSCA: srv.CAFile + ".missing"}).NewClient(); err == nil {

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,7 +14,8 @@ import (
 
 // This file turns what a start check found into the refusals that must
 // stop a configuration from loading: a server that answered and refused
-// the login, or a command the store needs. Waiting mends neither, and
+// the login, or a command the store needs, or whose certificate this
+// client does not trust. Waiting mends neither, and
 // under on_error allow either would leave every recipient uncapped, so a
 // gateway must not start on them. A server that did not answer is an
 // outage, left to on_error.
@@ -35,6 +38,9 @@ type RefusedError struct {
 	// Login is the server's refusal of the login (WRONGPASS, NOAUTH), or
 	// nil.
 	Login error
+	// Certificate is the failed check of the certificate the server
+	// presented (an unknown CA, another host name, expired), or nil.
+	Certificate error
 	// Refused are the commands the user may not run.
 	Refused []Refusal
 }
@@ -51,6 +57,9 @@ func (e *RefusedError) Error() string {
 	if e.Login != nil {
 		return fmt.Sprintf("%s at %s refused the login of %s: %v", what, e.Node, user, e.Login)
 	}
+	if e.Certificate != nil {
+		return fmt.Sprintf("%s at %s presented a certificate the gateway does not trust (check tls_ca and tls_server_name): %v", what, e.Node, e.Certificate)
+	}
 	rs := make([]string, len(e.Refused))
 	for i, r := range e.Refused {
 		rs[i] = r.String()
@@ -62,6 +71,9 @@ func (e *RefusedError) Error() string {
 func (e *RefusedError) Unwrap() error {
 	if e.Login != nil {
 		return ErrLoginRefused
+	}
+	if e.Certificate != nil {
+		return ErrUntrustedCertificate
 	}
 	return ErrNoPermission
 }
@@ -89,6 +101,8 @@ func (c StartCheck) Refusals() []*RefusedError {
 		switch {
 		case LoginRefusal(n.Err) != nil:
 			e = &RefusedError{Node: n.Node, Sentinel: n.Sentinel, Login: LoginRefusal(n.Err)}
+		case CertificateRefusal(n.Err) != nil:
+			e = &RefusedError{Node: n.Node, Sentinel: n.Sentinel, Certificate: CertificateRefusal(n.Err)}
 		case n.Err == nil && len(n.Refused) > 0:
 			e = &RefusedError{Node: n.Node, Sentinel: n.Sentinel, Refused: n.Refused}
 		default:
@@ -105,6 +119,8 @@ func (c StartCheck) Refusals() []*RefusedError {
 	if len(out) == 0 {
 		if login := LoginRefusal(c.Err); login != nil {
 			out = append(out, &RefusedError{Node: "cluster", Login: login})
+		} else if cert := CertificateRefusal(c.Err); cert != nil {
+			out = append(out, &RefusedError{Node: "cluster", Certificate: cert})
 		}
 	}
 	return out
@@ -162,4 +178,30 @@ func (c *Config) CheckSentinels(ctx context.Context) []NodeCheck {
 	}
 	wg.Wait()
 	return out
+}
+
+// ErrUntrustedCertificate is a server's certificate that failed this
+// client's check: waiting does not mend it, so at start it fails the load.
+var ErrUntrustedCertificate = storeError("the redis server's TLS certificate failed verification")
+
+// CertificateRefusal returns the failed check of a server's certificate
+// in err's tree (an unknown CA, another host name, an expired or otherwise
+// invalid certificate), or nil. A server that does not speak TLS at all is
+// no such failure: it never completes the handshake, and looks down.
+func CertificateRefusal(err error) error {
+	var ve *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &ve):
+		return ve
+	case errors.As(err, &ua):
+		return ua
+	case errors.As(err, &he):
+		return he
+	case errors.As(err, &ci):
+		return ci
+	}
+	return nil
 }

@@ -31,6 +31,12 @@ type Dimension struct {
 	// dimension): the gateway trims its values (jsonbatch.TrimKey), and
 	// so must a lookup.
 	Keying bool
+	// Lookup, when set, turns a trimmed value given to the admin API or
+	// the console into the one the gateway counts under, for dimensions
+	// read by a reader that rewrites what it reads ({email.*}: the
+	// mailbox in lower case; {fcm_topic.*}: the topic without /topics/).
+	// An error is the 400 of a value the gateway would refuse.
+	Lookup func(string) (string, error)
 }
 
 // CapSet is what the admin API and the console need of a provisioned

@@ -1,0 +1,64 @@
+package caddymodule_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// TestAdminReadsValuesAsTheGatewayDoes proves that the admin API looks a
+// value up as the gateway counts it where a reader rewrites what it reads:
+// an address of an {email.*} dimension in any case finds (and resets) the
+// mailbox's records, a topic of an {fcm_topic.*} dimension with FCM's
+// /topics/ prefix finds the topic's, and a value the reader refuses is a
+// 400, not a clear recipient.
+func TestAdminReadsValuesAsTheGatewayDoes(t *testing.T) {
+	up := startUpstream(t)
+	mail := "mail_" + strings.ReplaceAll(testPrefix(), ":", "")
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap /mail {
+		name %s
+		key_prefix %s
+		dimension email {email.personalizations.*.to.*.email}
+		rule day {
+			by     email
+			limit  2
+			window 24h
+		}
+	}
+	frequency_cap /fcm {
+		name %s_fcm
+		key_prefix %s
+		dimension topic {fcm_topic.message.topic} {fcm_topics.message.condition}
+		rule hour {
+			by     topic
+			limit  2
+			window 1h
+		}
+	}
+	reverse_proxy %s`, mail, testPrefix(), mail, testPrefix(), up.addr()))
+	ann := unique("Ann") + "@Example.com"
+	for range 3 {
+		g.post("/mail", "application/json", fmt.Sprintf(`{"personalizations":[{"to":[{"email":%q}]}]}`, ann))
+	}
+	for _, given := range []string{ann, strings.ToLower(ann), "%20" + strings.ToUpper(ann)} { // '+' is a plus here
+		u := usageOf(t, mail, "email="+given)
+		if u["day"].Used != 2 || u["day"].Remaining != 0 {
+			t.Errorf("usage of %q: used %d, remaining %d; want 2 and 0, as the gateway counts the mailbox", given, u["day"].Used, u["day"].Remaining)
+		}
+	}
+	a := adminDo(t, http.MethodGet, "/frequency_cap/"+mail+"/usage?email=nobody")
+	expectStatus(t, a, http.StatusBadRequest)
+	expectStatus(t, adminDo(t, http.MethodDelete, "/frequency_cap/"+mail+"/usage?email="+url.QueryEscape(ann)), http.StatusOK)
+	expectStatus(t, g.post("/mail", "application/json", fmt.Sprintf(`{"personalizations":[{"to":[{"email":%q}]}]}`, strings.ToLower(ann))), http.StatusOK)
+
+	news := unique("news")
+	for range 2 {
+		g.post("/fcm", "application/json", fmt.Sprintf(`{"message":{"topic":%q}}`, news))
+	}
+	if u := usageOf(t, mail+"_fcm", "topic="+url.QueryEscape("/topics/"+news)); u["hour"].Used != 2 {
+		t.Errorf("usage of /topics/%s: used %d, want 2 (the topic %s)", news, u["hour"].Used, news)
+	}
+}
