@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestUsageShowsExemptSends proves, on both stores, that the admin API
@@ -65,4 +66,46 @@ func TestUsageShowsExemptSends(t *testing.T) {
 			t.Errorf("no exempt send: %+v", u)
 		}
 	})
+}
+
+// TestUsageSaysWhenASendGoesPastExemptSends proves that a rule taken past
+// its limit by an exempt send says when it admits a send again
+// (retry_after: once two sends have left, here the second), not only when
+// the next unit frees up (reset_after: the first send), and that the two
+// differ by the time between the sends; a rule that admits has none.
+func TestUsageSaysWhenASendGoesPastExemptSends(t *testing.T) {
+	up := startUpstream(t)
+	name := "exempt_" + strconv.FormatInt(prefixSeq.Load()+1, 10)
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		name %s
+		key_prefix %s
+		exempt {json.priority} otp
+		dimension recipient {json.to}
+		rule minute {
+			by recipient
+			limit 2
+			window 1m
+		}
+	}
+	reverse_proxy %s`, name, testPrefix(), up.addr()))
+	expectStatus(t, g.send("/", map[string]any{"to": "eve"}), http.StatusOK)
+	if u := usageOf(t, name, "recipient=eve")["minute"]; u.RetryAfter != nil || u.Used != 1 || u.Remaining != 1 {
+		t.Errorf("a rule that admits: used %d, remaining %d, retry_after %v; want 1, 1 and none", u.Used, u.Remaining, u.RetryAfter)
+	}
+	time.Sleep(2100 * time.Millisecond)
+	expectStatus(t, g.send("/", map[string]any{"to": "eve"}), http.StatusOK)
+	expectStatus(t, g.send("/", map[string]any{"to": "eve", "priority": "otp"}), http.StatusOK)
+	u := usageOf(t, name, "recipient=eve")["minute"]
+	if u.Used != 3 || u.Remaining != 0 || u.RetryAfter == nil {
+		t.Fatalf("used %d, remaining %d, retry_after %v; want 3, 0 and a wait", u.Used, u.Remaining, u.RetryAfter)
+	}
+	if d := *u.RetryAfter - u.ResetAfter; d < 1 || d > 3 || *u.RetryAfter > 60 {
+		t.Errorf("reset_after %d, retry_after %d: want the second send's departure, about 2 s after the first's", u.ResetAfter, *u.RetryAfter)
+	}
+	a := g.send("/", map[string]any{"to": "eve"})
+	expectStatus(t, a, http.StatusTooManyRequests)
+	if got := a.header.Get("Retry-After"); got != strconv.FormatInt(*u.RetryAfter, 10) && got != strconv.FormatInt(*u.RetryAfter-1, 10) {
+		t.Errorf("the send's Retry-After %s, the usage's retry_after %d", got, *u.RetryAfter)
+	}
 }

@@ -35,6 +35,22 @@ func (t *entryText) at(i int) string {
 	return t.all
 }
 
+// unframe empties each text that is only frame, the text around the
+// expression's placeholders (see Handler.unframed): it read nothing.
+func (t *entryText) unframe(frame string) {
+	switch {
+	case frame == "":
+	case t.each != nil:
+		for i := range t.each {
+			if t.each[i].Text == frame {
+				t.each[i] = jsonbatch.Value{Kind: jsonbatch.Missing}
+			}
+		}
+	case t.ents == nil && t.all == frame:
+		t.all = ""
+	}
+}
+
 // found reports whether any of n entries has a text.
 func (t *entryText) found(n int) bool {
 	if !t.perEntry {
@@ -107,6 +123,7 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]lim
 				return nil, nil, f
 			}
 		}
+		vals[di].unframe(h.frames[di])
 		if vals[di].found(n) {
 			h.watch.found(di)
 		}

@@ -166,7 +166,9 @@ func (h *Handler) compile() error {
 	}
 	h.jsonPaths = jsonbatch.NewFolds(paths)
 	h.keying = h.keyingDims()
+	h.frames = make([]string, len(h.dims))
 	for i := range h.dims {
+		h.frames[i] = frameOf(h.dims[i].Expr, h.keying[i])
 		h.dims[i].Keying = h.keying[i]
 		h.dims[i].Lookup = lookupForm(h.dims[i].Expr)
 	}

@@ -92,8 +92,44 @@ func repeatedField(form url.Values, fields []string) *reply.Failure {
 		if n := len(form[f]); n > 1 {
 			return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request body is not a valid form: it gives field %q %d times, and readers differ on which counts", f, n)}
 		}
+		if k, ok := aliasOf(form, f); ok {
+			return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request body is not a valid form: it names %q, which PHP reads as field %q", k, f)}
+		}
 	}
 	return nil
+}
+
+// aliasOf returns a name of vs other than f that a server reads as f
+// (see serverName): PHP, whose $_POST['To'] of "To=ann&%20To=bob" is bob,
+// would send to a recipient other than the one counted.
+func aliasOf(vs url.Values, f string) (string, bool) {
+	want := serverName(f)
+	for k := range vs {
+		if k != f && serverName(k) == want {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// serverName is the field a form or query name k is to the servers that
+// rewrite names: PHP drops leading spaces, ends a name at a NUL, reads
+// "to[]" and "to[x]" as to (an array; Express's qs and Rails do too) and
+// turns spaces and dots into underscores ("phone.number" is phone_number).
+func serverName(k string) string {
+	k = strings.TrimLeft(k, " ")
+	if i := strings.IndexByte(k, 0); i >= 0 {
+		k = k[:i]
+	}
+	if i := strings.IndexByte(k, '['); i > 0 {
+		k = k[:i]
+	}
+	return strings.Map(func(r rune) rune {
+		if r == ' ' || r == '.' {
+			return '_'
+		}
+		return r
+	}, k)
 }
 
 // repeatedInRequest refuses a request that gives a query parameter or a
@@ -113,6 +149,9 @@ func repeatedInRequest(r *http.Request, params, headers []string) *reply.Failure
 		for _, p := range params {
 			if n := len(q[p]); n > 1 {
 				return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request query gives parameter %q %d times, and readers differ on which counts", p, n)}
+			}
+			if k, ok := aliasOf(q, p); ok {
+				return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request query names %q, which PHP reads as parameter %q", k, p)}
 			}
 		}
 	}

@@ -227,6 +227,10 @@ type Handler struct {
 	// read without a wildcard.
 	keying   []bool
 	keyPaths [][]string
+	// frames holds, by dimension, its expression's text around its
+	// placeholders ("user:" of "user:{json.to}"; "" without text): a value
+	// that is only that text read nothing, and is missing (see unframed).
+	frames   []string
 	skip     map[string]bool // Skip's values
 	exempt   map[string]bool // Exempt.Values
 	refundOn []statusMatch
@@ -515,10 +519,7 @@ func (h *Handler) request(repl *caddy.Replacer, absent []bool) (*limiter.Request
 		if absent != nil && absent[i] {
 			continue
 		}
-		values[i] = repl.ReplaceAll(d.Expr, "")
-		if h.keying[i] {
-			values[i] = trimKey(values[i])
-		}
+		values[i] = h.unframed(i, repl.ReplaceAll(d.Expr, ""))
 		if values[i] != "" {
 			h.watch.found(i)
 			continue

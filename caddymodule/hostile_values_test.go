@@ -449,7 +449,9 @@ func TestHostileRepeatedFormField(t *testing.T) {
 // that is not UTF-8, a query with a ";" (Go drops the pair; Rack splits
 // there and reads to=alice), and a body that declares two Content-Types
 // or a charset other than UTF-8 (body-parser decodes utf-7: "+AGE-lice"
-// is alice to it).
+// is alice to it). So is a form or query that names a field read under a
+// name PHP reads as it (" To", "To[]", "To[0]", "To\x00x": PHP's $_POST
+// of "To=ann&%20To=bob" sends to bob).
 // Parameters and fields no placeholder reads may repeat.
 func TestHostileRepeatedQueryAndHeader(t *testing.T) {
 	up := startUpstream(t)
@@ -505,6 +507,12 @@ func TestHostileRepeatedQueryAndHeader(t *testing.T) {
 		{"two Content-Types", post("/f", "To=%2B15550200", formType, "Content-Type: application/json"), 415},
 		{"a charset other than UTF-8", post("/f", "To=%2B15550200", formType+"; charset=utf-7"), 415},
 		{"to after a semicolon", post("/q?to=u1&x=1;to=alice", "hi", text), 400},
+		{"To and PHP's To: a leading space", post("/f", "To=%2B15550300&%20To=%2B19990003", formType), 400},
+		{"To and PHP's To: an array", post("/f", "To=%2B15550300&To[]=%2B19990003", formType), 400},
+		{"To and PHP's To: an indexed array", post("/f", "To=%2B15550300&To[0]=%2B19990003", formType), 400},
+		{"To and PHP's To: after a NUL", post("/f", "To=%2B15550300&To%00x=%2B19990003", formType), 400},
+		{"PHP's To alone", post("/f", "%20To=%2B19990003", formType), 400},
+		{"to and PHP's to in the query", post("/q?to=carol&%20to=x3", "hi", text), 400},
 		{"one form", post("/f", "To=%2B15550200", formType), 200},
 	} {
 		if tc.a.status != tc.status {

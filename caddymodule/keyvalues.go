@@ -34,6 +34,50 @@ func (h *Handler) keyingDims() []bool {
 // trimKey trims a keying value (jsonbatch.TrimKey).
 func trimKey(s string) string { return jsonbatch.TrimKey(s) }
 
+// unframed returns dimension di's value v as read (trimmed when it keys
+// records), or "" when v is only the text around the expression's
+// placeholders: "user:" of "user:{json.to}" read nothing, and would
+// otherwise count every such request under one key.
+func (h *Handler) unframed(di int, v string) string {
+	if h.keying[di] {
+		v = trimKey(v)
+	}
+	if f := h.frames[di]; f != "" && v == f {
+		return ""
+	}
+	return v
+}
+
+// frameOf is the text of expr around its placeholders, trimmed as a
+// keying value is when keying is set; "" for an expression without
+// placeholders (a constant is no frame) or without text.
+func frameOf(expr string, keying bool) string {
+	var sb strings.Builder
+	placeholders := 0
+	for rest := expr; rest != ""; {
+		open := strings.IndexByte(rest, '{')
+		if open < 0 {
+			sb.WriteString(rest)
+			break
+		}
+		end := strings.IndexByte(rest[open:], '}')
+		if end < 0 {
+			sb.WriteString(rest)
+			break
+		}
+		sb.WriteString(rest[:open])
+		placeholders++
+		rest = rest[open+end+1:]
+	}
+	if placeholders == 0 {
+		return ""
+	}
+	if keying {
+		return trimKey(sb.String())
+	}
+	return sb.String()
+}
+
 // keyKind refuses a JSON value that cannot key records as the upstream
 // reads it: an object or an array (["dave"] is delivered to dave), and a
 // number not written as an integer in digits (42.0, 4.2e1, -0 and 042

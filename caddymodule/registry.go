@@ -32,7 +32,7 @@ func (h *Handler) register(load any) (*capset.CapSet, error) {
 		Missing:      h.watch.Missing,
 	}
 	for i, cr := range h.rules {
-		cs.Rules[i] = capset.Rule{Rule: cr.rule, Dims: cr.dims, ZoneExpr: cr.zoneExpr, LimitExpr: cr.limitExpr, LimitFallback: cr.limitFallback, CostExpr: cr.costExpr, Shadow: cr.shadow}
+		cs.Rules[i] = capset.Rule{Rule: cr.rule, Dims: cr.dims, ZoneExpr: cr.zoneExpr, LimitExpr: cr.limitExpr, LimitFallback: cr.limitFallback, CostExpr: cr.costExpr, Cost: cr.cost, Shadow: cr.shadow}
 	}
 	if h.Exempt != nil {
 		cs.Exempt = &capset.Exempt{Placeholder: h.Exempt.Placeholder, Values: h.Exempt.Values}

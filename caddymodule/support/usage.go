@@ -143,7 +143,10 @@ type ruleUsage struct {
 	Assumed []assumption `json:"assumed,omitempty"`
 	// Cost, Admits and RetryAfter answer, when the query gave the rule's
 	// cost, whether a send of that cost would be admitted now, and if not,
-	// in how many seconds.
+	// in how many seconds. A rule without a cost that would refuse a send
+	// now has RetryAfter alone: when it admits one again, which is later
+	// than ResetAfter when exempt sends took it past its limit (one unit
+	// freed is then not enough).
 	Cost       *int64 `json:"cost,omitempty"`
 	Admits     *bool  `json:"admits,omitempty"`
 	RetryAfter *int64 `json:"retry_after,omitempty"`
@@ -323,6 +326,9 @@ func usageOf(cs *capset.CapSet, ctx context.Context, entries []usageEntry) (time
 		if e.cr.CostExpr != "" && !slices.ContainsFunc(e.assumed, func(a assumption) bool { return a.Kind == kindCost }) {
 			cost, admits, retry := e.check.Cost, !res.Denied, reply.CeilSeconds(res.RetryAfter)
 			ru.Cost, ru.Admits, ru.RetryAfter = &cost, &admits, &retry
+		} else if e.cr.CostExpr == "" && res.Denied && !e.cr.Shadow {
+			retry := reply.CeilSeconds(res.RetryAfter)
+			ru.RetryAfter = &retry
 		}
 		if h := sends[i]; h != nil {
 			ru.From, ru.Precision = rfc3339ms(h.From), precisionOf(h.Grain)
@@ -490,7 +496,10 @@ func (q *usageQuery) request() *limiter.Request {
 // check is the query's check of one selected rule, and what it assumed
 // of the values the query did not give.
 func (q *usageQuery) check(cr *capset.Rule) (limiter.Check, []assumption) {
-	c := limiter.Check{Rule: cr.Rule, Values: make([]string, len(cr.Dims)), Limit: cr.LimitFallback}
+	// A rule's own cost, so that whether it refuses a send, and for how
+	// long, is what the next send would get (a rule past its limit by
+	// exempt sends waits for more than one unit to free up).
+	c := limiter.Check{Rule: cr.Rule, Values: make([]string, len(cr.Dims)), Limit: cr.LimitFallback, Cost: cr.Cost}
 	for j, di := range cr.Dims {
 		c.Values[j] = q.values[q.cs.Dims[di].Name]
 	}

@@ -3,6 +3,9 @@ package jsonbatch
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 )
 
 // EmailAddress reads an email address field as the mailbox it names (see
@@ -21,12 +24,56 @@ var EmailAddress = &Reader{Name: "email", Read: func(text string) ([]string, err
 // " ann@example.com"). Domains are case-blind (RFC 5321); a local part may
 // in theory not be, but the mail services a gateway sends through deliver
 // it case-blind, and two mailboxes told apart by case alone would at worst
-// share a cap. A text without a local part and a domain around its last
-// "@" is refused, as the services refuse it.
+// share a cap. A domain is one name however written, so it is counted in
+// its ASCII form without a root dot ("exämple.com." is xn--exmple-cua.com),
+// and a quoted local part that needs no quotes is the bare one ("ann"@ is
+// ann@). A text without a local part and a domain around its last "@" is
+// refused, as the services refuse it.
 func Mailbox(addr string) (string, error) {
 	a := TrimKey(addr)
-	if at := strings.LastIndexByte(a, '@'); at <= 0 || at == len(a)-1 {
+	at := strings.LastIndexByte(a, '@')
+	if at <= 0 || at == len(a)-1 {
 		return "", fmt.Errorf("%q is not an email address (local-part@domain)", addr)
 	}
-	return strings.ToLower(a), nil
+	local, domain := strings.ToLower(a[:at]), strings.ToLower(rootless(a[at+1:]))
+	if domain == "" {
+		return "", fmt.Errorf("%q is not an email address (local-part@domain)", addr)
+	}
+	// A name IDNA cannot map is kept as written (in lower case): it is
+	// then no name a mail service delivers to under another spelling.
+	if d, err := idna.Lookup.ToASCII(domain); err == nil && d != "" && utf8.ValidString(domain) {
+		domain = d
+	}
+	if n := len(local); n > 2 && local[0] == '"' && local[n-1] == '"' && dotAtom(local[1:n-1]) {
+		local = local[1 : n-1]
+	}
+	return local + "@" + domain, nil
+}
+
+// rootless is a domain without its root dots ("example.com." is
+// example.com) and what trimming leaves around them.
+func rootless(d string) string {
+	for {
+		t := TrimKey(strings.TrimRight(d, "."))
+		if t == d {
+			return d
+		}
+		d = t
+	}
+}
+
+// dotAtom reports whether s is a local part that needs no quotes (RFC 5322's
+// dot-atom: atoms of letters, digits and !#$%&'*+-/=?^_`{|}~ joined by
+// single dots).
+func dotAtom(s string) bool {
+	if s == "" || s[0] == '.' || s[len(s)-1] == '.' || strings.Contains(s, "..") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-/=?^_`{|}~.", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }

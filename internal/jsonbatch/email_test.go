@@ -16,7 +16,22 @@ func TestMailbox(t *testing.T) {
 	if got, _ := Mailbox(`"a@b"@Example.com`); got != `"a@b"@example.com` {
 		t.Errorf("a quoted local part with an @: %q", got)
 	}
-	for _, in := range []string{"", " ", "ann", "@example.com", "ann@", " @ "} {
+	// One domain however written: a root dot, Unicode or ASCII; a local
+	// part quoted for nothing.
+	for _, in := range []string{"ann@example.com.", `"ann"@example.com`, `"Ann"@EXAMPLE.com.`} {
+		if got, err := Mailbox(in); err != nil || got != "ann@example.com" {
+			t.Errorf("Mailbox(%q) = %q, %v, want ann@example.com", in, got, err)
+		}
+	}
+	for _, in := range []string{"u@exämple.com", "u@xn--exmple-cua.com", "u@EXÄMPLE.com."} {
+		if got, err := Mailbox(in); err != nil || got != "u@xn--exmple-cua.com" {
+			t.Errorf("Mailbox(%q) = %q, %v, want u@xn--exmple-cua.com", in, got, err)
+		}
+	}
+	if got, _ := Mailbox(`"a b"@example.com`); got != `"a b"@example.com` {
+		t.Errorf("a local part that needs its quotes: %q", got)
+	}
+	for _, in := range []string{"", " ", "ann", "@example.com", "ann@", " @ ", "ann@."} {
 		if got, err := Mailbox(in); err == nil {
 			t.Errorf("Mailbox(%q) = %q, want an error", in, got)
 		}
@@ -27,7 +42,7 @@ func TestMailbox(t *testing.T) {
 // around an address and its case change nothing, and a mailbox is its own
 // mailbox, so no respelling of a capped address reads as another.
 func FuzzMailbox(f *testing.F) {
-	for _, s := range []string{"ann@example.com", " Ann@Example.COM\t", "a@b", `"x@y"@Z.org`, "@", "ann", "Ǆ@ǅ.ǆ", "İ@example.com"} {
+	for _, s := range []string{"ann@example.com", " Ann@Example.COM\t", "a@b", `"x@y"@Z.org`, "@", "ann", "Ǆ@ǅ.ǆ", "İ@example.com", "u@EXÄMPLE.com.", `"ann"@x.org`, "u@xn--exmple-cua.com"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, addr string) {

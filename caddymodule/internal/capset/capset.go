@@ -82,7 +82,10 @@ type Rule struct {
 	LimitExpr     string
 	LimitFallback int64
 	CostExpr      string
-	Shadow        bool
+	// Cost is the constant cost of a rule without CostExpr (1 unless
+	// configured): what a send takes, for an answer of whether one fits.
+	Cost   int64
+	Shadow bool
 }
 
 // FallbackZone is the zone a rule whose zone is a placeholder counts in
