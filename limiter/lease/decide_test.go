@@ -418,3 +418,38 @@ func TestUsageCountsTheLongerWindow(t *testing.T) {
 		t.Errorf("used %d past the longer window; want 0", got)
 	}
 }
+
+// A send costing more than the block in hand holds, which the store
+// refuses while it counts that block as used, is decided again once this
+// gateway gave the block's unspent units back: 11 of 1010 spent from a
+// block of 101, a send of 999 is admitted (it was refused until the end
+// of the day, with 90 of the 999 sitting unspent in the block), and the
+// next unit is refused. On the memory store and on Redis.
+func TestALargeCostIsNotRefusedForTheGatewaysOwnBlock(t *testing.T) {
+	storeKinds(t, func(t *testing.T, newInner func(now func() time.Time) limiter.Store) {
+		c := newClock(t0)
+		inner := newInner(c.Now)
+		g := gateway(t, inner, c, 5*time.Minute)
+		rule := &limiter.Rule{Name: "budget_day", By: []string{"campaign"}, Limit: 1010, Window: limiter.Window{Unit: limiter.Day}, Lease: 101}
+		for i := range 11 {
+			if d := mustDecide(t, g, req(check(rule, "c"))); !d.Allowed {
+				t.Fatalf("send %d denied: %+v", i, d.Results)
+			}
+		}
+		big := check(rule, "c")
+		big.Cost = 999
+		if d := mustDecide(t, g, req(big)); !d.Allowed {
+			t.Fatalf("999 of the 999 left denied, retry after %s: %+v", d.RetryAfter, d.Results)
+		}
+		d := mustDecide(t, g, req(check(rule, "c")))
+		if d.Allowed || !d.Results[0].Denied || d.Results[0].Used != 1010 {
+			t.Fatalf("the 1011th unit: %+v", d.Results)
+		}
+		if err := g.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := used(t, inner, check(rule, "c")); got != 1010 {
+			t.Errorf("the store counts %d; want the 1010 sent", got)
+		}
+	})
+}

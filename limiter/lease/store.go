@@ -150,14 +150,68 @@ func (s *Store) Decide(ctx context.Context, req *limiter.Request) (*limiter.Deci
 // decideWhole decides req on the inner store, its leased rolling rules
 // counted over their longer windows; the answer names the rules as req
 // does.
+//
+// A leased rule that denies it may be short of units this gateway holds
+// unspent (a cost larger than what is left in hand: the store counts the
+// block as used): those are given back, and req decided once more, so
+// that this gateway never refuses a send for its own lease. Other
+// gateways' blocks still count until their terms end (see the package
+// doc: under-admission, never over-admission).
 func (s *Store) decideWhole(ctx context.Context, req *limiter.Request) (*limiter.Decision, error) {
 	ext := s.extendRequest(req)
 	d, err := s.inner.Decide(ctx, &ext)
 	if err != nil {
 		return nil, err
 	}
+	if !d.Allowed && s.releaseHeld(ctx, req, d) {
+		if d, err = s.inner.Decide(ctx, &ext); err != nil {
+			return nil, err
+		}
+	}
 	s.answered(req, d)
 	return d, nil
+}
+
+// releaseHeld gives back to the store the unspent units of this
+// gateway's blocks on each leased rule of req that d denies, closing
+// them, and reports whether any were given back.
+func (s *Store) releaseHeld(ctx context.Context, req *limiter.Request, d *limiter.Decision) bool {
+	gave := false
+	for i := range req.Checks {
+		c := &req.Checks[i]
+		if c.Rule.Lease <= 0 || i >= len(d.Results) || !d.Results[i].Denied {
+			continue
+		}
+		sec := s.lookup(c)
+		if sec == nil {
+			continue
+		}
+		type held struct {
+			b     *block
+			units int64
+		}
+		var hs []held
+		now := s.opts.Now()
+		sec.mu.Lock()
+		for _, b := range sec.spent {
+			if !b.closed && b.left > 0 {
+				hs = append(hs, held{b, b.close(now)})
+			}
+		}
+		if b := sec.cur; b != nil && !b.closed && b.left > 0 {
+			hs = append(hs, held{b, b.close(now)})
+		}
+		if sec.cur != nil && sec.cur.closed {
+			sec.cur = nil
+		}
+		sec.mu.Unlock()
+		for _, h := range hs {
+			if ok, err := s.refundBlock(ctx, h.b, h.units); ok && err == nil {
+				gave = true
+			}
+		}
+	}
+	return gave
 }
 
 // answered names req's rules in d's results (a whole decision ran on
