@@ -453,3 +453,29 @@ func TestALargeCostIsNotRefusedForTheGatewaysOwnBlock(t *testing.T) {
 		}
 	})
 }
+
+// The same in a batch send: an entry costing more than the block in hand
+// is decided whole after the block gave its unspent units back.
+func TestALargeCostInABatchIsNotRefusedForTheGatewaysOwnBlock(t *testing.T) {
+	c := newClock(t0)
+	inner := memInner(t, c)
+	g := gateway(t, inner, c, 5*time.Minute)
+	rule := &limiter.Rule{Name: "budget_day", By: []string{"campaign"}, Limit: 1010, Window: limiter.Window{Unit: limiter.Day}, Lease: 101}
+	for i := range 11 {
+		if d := mustDecide(t, g, req(check(rule, "c"))); !d.Allowed {
+			t.Fatalf("send %d denied: %+v", i, d.Results)
+		}
+	}
+	big := check(rule, "c")
+	big.Cost = 999
+	ds, err := g.DecideBatch(context.Background(), []limiter.Request{*req(big)}, limiter.BatchEach)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ds[0].Allowed {
+		t.Fatalf("999 of the 999 left denied in a batch, retry after %s: %+v", ds[0].RetryAfter, ds[0].Results)
+	}
+	if d := mustDecide(t, g, req(check(rule, "c"))); d.Allowed {
+		t.Fatalf("the 1011th unit admitted: %+v", d.Results)
+	}
+}

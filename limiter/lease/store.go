@@ -179,36 +179,43 @@ func (s *Store) releaseHeld(ctx context.Context, req *limiter.Request, d *limite
 	gave := false
 	for i := range req.Checks {
 		c := &req.Checks[i]
-		if c.Rule.Lease <= 0 || i >= len(d.Results) || !d.Results[i].Denied {
-			continue
+		if c.Rule.Lease > 0 && i < len(d.Results) && d.Results[i].Denied && s.release(ctx, c) {
+			gave = true
 		}
-		sec := s.lookup(c)
-		if sec == nil {
-			continue
-		}
-		type held struct {
-			b     *block
-			units int64
-		}
-		var hs []held
-		now := s.opts.Now()
-		sec.mu.Lock()
-		for _, b := range sec.spent {
-			if !b.closed && b.left > 0 {
-				hs = append(hs, held{b, b.close(now)})
-			}
-		}
-		if b := sec.cur; b != nil && !b.closed && b.left > 0 {
+	}
+	return gave
+}
+
+// release closes this gateway's blocks of c's key that hold units
+// unspent and gives those back to the store; it reports whether any were.
+func (s *Store) release(ctx context.Context, c *limiter.Check) bool {
+	sec := s.lookup(c)
+	if sec == nil {
+		return false
+	}
+	type held struct {
+		b     *block
+		units int64
+	}
+	var hs []held
+	now := s.opts.Now()
+	sec.mu.Lock()
+	for _, b := range sec.spent {
+		if !b.closed && b.left > 0 {
 			hs = append(hs, held{b, b.close(now)})
 		}
-		if sec.cur != nil && sec.cur.closed {
-			sec.cur = nil
-		}
-		sec.mu.Unlock()
-		for _, h := range hs {
-			if ok, err := s.refundBlock(ctx, h.b, h.units); ok && err == nil {
-				gave = true
-			}
+	}
+	if b := sec.cur; b != nil && !b.closed && b.left > 0 {
+		hs = append(hs, held{b, b.close(now)})
+	}
+	if sec.cur != nil && sec.cur.closed {
+		sec.cur = nil
+	}
+	sec.mu.Unlock()
+	gave := false
+	for _, h := range hs {
+		if ok, err := s.refundBlock(ctx, h.b, h.units); ok && err == nil {
+			gave = true
 		}
 	}
 	return gave
