@@ -62,3 +62,42 @@ func TestAdminReadsValuesAsTheGatewayDoes(t *testing.T) {
 		t.Errorf("usage of /topics/%s: used %d, want 2 (the topic %s)", news, u["hour"].Used, news)
 	}
 }
+
+// TestResetNamesWhatItLeftAlone proves that a reset by recipient names the
+// rules that count her too but need another value (the same content
+// twice), which it did not reset, so support is not told she is clear
+// while those still refuse her; a reset that gives that value names none.
+func TestResetNamesWhatItLeftAlone(t *testing.T) {
+	up := startUpstream(t)
+	name := "untouched_" + strings.ReplaceAll(testPrefix(), ":", "")
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		name %s
+		key_prefix %s
+		dimension recipient {json.to}
+		dimension content {json.body}
+		rule day {
+			by     recipient
+			limit  5
+			window 24h
+		}
+		rule same_content {
+			by     recipient content
+			limit  1
+			window 1h
+		}
+	}
+	reverse_proxy %s`, name, testPrefix(), up.addr()))
+	zoe := unique("zoe")
+	g.send("/", map[string]any{"to": zoe, "body": "hi"})
+	r := resetUsage(t, name, "recipient="+zoe)
+	if fmt.Sprint(r.Reset) != "[day]" || len(r.Untouched) != 1 || r.Untouched[0].Rule != "same_content" || fmt.Sprint(r.Untouched[0].Needs) != "[content]" {
+		t.Errorf("a reset by recipient: %+v; want day reset, same_content untouched for want of content", r)
+	}
+	expectStatus(t, g.send("/", map[string]any{"to": zoe, "body": "hi"}), http.StatusTooManyRequests)
+	r = resetUsage(t, name, "recipient="+zoe+"&content=hi")
+	if len(r.Untouched) != 0 {
+		t.Errorf("a reset naming every value: untouched %+v", r.Untouched)
+	}
+	expectStatus(t, g.send("/", map[string]any{"to": zoe, "body": "hi"}), http.StatusOK)
+}

@@ -97,9 +97,13 @@ type ruleUsage struct {
 
 // reset is the admin API's answer to DELETE .../usage.
 type reset struct {
-	Name  string   `json:"name"`
-	Reset []string `json:"reset"`
-	Kept  []string `json:"kept"`
+	Name      string   `json:"name"`
+	Reset     []string `json:"reset"`
+	Kept      []string `json:"kept"`
+	Untouched []struct {
+		Rule  string   `json:"rule"`
+		Needs []string `json:"needs"`
+	} `json:"untouched"`
 }
 
 // decodeStrict decodes a whole JSON body into v, refusing members v does

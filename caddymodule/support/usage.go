@@ -46,7 +46,7 @@ func serveUsage(w http.ResponseWriter, r *http.Request, name, via string, fields
 		if err != nil {
 			return resetUnavailable(w, err)
 		}
-		return reply.JSON(w, http.StatusOK, "application/json", resetAnswer{Name: cs.Name, Reset: rules, Kept: kept})
+		return reply.JSON(w, http.StatusOK, "application/json", resetAnswer{Name: cs.Name, Reset: rules, Kept: kept, Untouched: q.untouched()})
 	}
 	out, err := q.usage(ctx)
 	if err != nil {
@@ -171,6 +171,43 @@ type resetAnswer struct {
 	// reset of one recipient left alone (see keepShared); omitted when
 	// none.
 	Kept []string `json:"kept,omitempty"`
+	// Untouched names the rules by a value the query gave that it did not
+	// reset, since it gave not every dimension they count by (a content
+	// rule for a reset by recipient), with those missing: a send they
+	// refuse is still refused. records resets them all. Omitted when none.
+	Untouched []untouchedRule `json:"untouched,omitempty"`
+}
+
+// untouchedRule is a rule a reset left alone for want of values.
+type untouchedRule struct {
+	Rule  string   `json:"rule"`
+	Needs []string `json:"needs"`
+}
+
+// untouched lists the counting rules that share a given value with the
+// query but need a dimension it did not give.
+func (q *usageQuery) untouched() []untouchedRule {
+	var out []untouchedRule
+	for i := range q.cs.Rules {
+		cr := &q.cs.Rules[i]
+		if cr.Rule.Quiet != nil || slices.Contains(q.rules, cr) {
+			continue
+		}
+		var needs []string
+		shares := false
+		for _, di := range cr.Dims {
+			d := q.cs.Dims[di]
+			if _, given := q.values[d.Name]; given && !d.Constant {
+				shares = true
+			} else if !given {
+				needs = append(needs, d.Name)
+			}
+		}
+		if shares && len(needs) > 0 {
+			out = append(out, untouchedRule{Rule: cr.Rule.Name, Needs: needs})
+		}
+	}
+	return out
 }
 
 func unknownCapSet(w http.ResponseWriter, name string) error {
