@@ -520,6 +520,11 @@ func (h *Handler) request(repl *caddy.Replacer, absent []bool) (*limiter.Request
 			continue
 		}
 		values[i] = h.unframed(i, repl.ReplaceAll(d.Expr, ""))
+		if h.keying[i] {
+			if f := withNUL(d.Name, "", values[i]); f != nil {
+				return nil, nil, f
+			}
+		}
 		if values[i] != "" {
 			h.watch.found(i)
 			continue

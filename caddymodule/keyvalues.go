@@ -88,6 +88,8 @@ func keyKind(name, where string, v jsonbatch.Value) *reply.Failure {
 	case jsonbatch.Object, jsonbatch.Array:
 		return &reply.Failure{Status: http.StatusBadRequest, Dimension: name,
 			Reason: fmt.Sprintf("dimension %s at %s is an %s; it keys the counts, so it takes one value (a string or an integer); several recipients are a batch path such as {json.to.*}", name, where, v.Kind)}
+	case jsonbatch.String:
+		return withNUL(name, where, v.Text)
 	case jsonbatch.Number:
 		if !digitsInteger(v.Text) {
 			return &reply.Failure{Status: http.StatusBadRequest, Dimension: name,
@@ -95,6 +97,21 @@ func keyKind(name, where string, v jsonbatch.Value) *reply.Failure {
 		}
 	}
 	return nil
+}
+
+// withNUL refuses a keying value with a NUL in it: an upstream written in
+// C, or one that hands the value to one, ends it there, so "ann\x00x1"
+// and "ann\x00x2" would be two recipients here and ann to it.
+func withNUL(name, where, v string) *reply.Failure {
+	if strings.IndexByte(v, 0) < 0 {
+		return nil
+	}
+	at := ""
+	if where != "" {
+		at = " at " + where
+	}
+	return &reply.Failure{Status: http.StatusBadRequest, Dimension: name,
+		Reason: fmt.Sprintf("dimension %s%s has a NUL in it, where many upstreams end a value; it keys the counts", name, at)}
 }
 
 // digitsInteger reports whether s is an integer as JSON writes it
@@ -182,6 +199,7 @@ func keyEntries(b *jsonbatch.Batch, name string, t *entryText) *reply.Failure {
 		}
 	default:
 		t.all = trimKey(t.all)
+		return withNUL(name, "", t.all)
 	}
 	return nil
 }
