@@ -49,11 +49,7 @@ func (s *Store) DecideBatch(ctx context.Context, reqs []limiter.Request, mode li
 				return nil, err
 			}
 			if tk.b == nil {
-				// Decided whole, as Decide does; the units this gateway
-				// holds of the key go back first, since the store counts
-				// them as used (see decideWhole).
 				s.putBack(taken[i])
-				s.release(ctx, c)
 				taken[i], how[i] = nil, whole
 				break
 			}

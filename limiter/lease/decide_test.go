@@ -3,6 +3,9 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -454,28 +457,74 @@ func TestALargeCostIsNotRefusedForTheGatewaysOwnBlock(t *testing.T) {
 	})
 }
 
-// The same in a batch send: an entry costing more than the block in hand
-// is decided whole after the block gave its unspent units back.
-func TestALargeCostInABatchIsNotRefusedForTheGatewaysOwnBlock(t *testing.T) {
+// holding is an inner store that holds the decisions naming a value until
+// let is closed, once armed: a request in flight with units taken.
+type holding struct {
+	limiter.Store
+	value string
+	armed atomic.Bool
+	in    chan struct{} // closed when a held decision arrives
+	let   chan struct{}
+}
+
+func (h *holding) Decide(ctx context.Context, req *limiter.Request) (*limiter.Decision, error) {
+	for _, c := range req.Checks {
+		if h.armed.Load() && slices.Contains(c.Values, h.value) {
+			close(h.in)
+			<-h.let
+			break
+		}
+	}
+	return h.Store.Decide(ctx, req)
+}
+
+// A send in flight with units of a block keeps them when a large cost
+// gives the block's unspent units back meanwhile: denied by its
+// recipient's cap afterwards, it puts them back into the block, which this
+// gateway spends again, so the budget is spent to its last unit and no
+// denied send stays counted.
+func TestAReleaseKeepsWhatSendsInFlightPutBack(t *testing.T) {
 	c := newClock(t0)
-	inner := memInner(t, c)
+	inner := &holding{Store: memInner(t, c), value: "zoe", in: make(chan struct{}), let: make(chan struct{})}
 	g := gateway(t, inner, c, 5*time.Minute)
 	rule := &limiter.Rule{Name: "budget_day", By: []string{"campaign"}, Limit: 1010, Window: limiter.Window{Unit: limiter.Day}, Lease: 101}
-	for i := range 11 {
-		if d := mustDecide(t, g, req(check(rule, "c"))); !d.Allowed {
+	send := func(cost int64, who string) *limiter.Decision {
+		camp := check(rule, "c")
+		camp.Cost = cost
+		return mustDecide(t, g, req(camp, check(perRecipient, who)))
+	}
+	for i := range 10 {
+		if d := send(1, fmt.Sprint("r", i)); !d.Allowed {
 			t.Fatalf("send %d denied: %+v", i, d.Results)
 		}
 	}
-	big := check(rule, "c")
-	big.Cost = 999
-	ds, err := g.DecideBatch(context.Background(), []limiter.Request{*req(big)}, limiter.BatchEach)
-	if err != nil {
+	if d := send(1, "zoe"); !d.Allowed {
+		t.Fatalf("zoe's first send denied: %+v", d.Results)
+	}
+	inner.armed.Store(true)
+	done := make(chan *limiter.Decision)
+	go func() { done <- send(50, "zoe") }() // takes 50, then waits on zoe's cap
+	<-inner.in
+	inner.armed.Store(false)
+	if d := send(949, "big"); !d.Allowed {
+		t.Fatalf("949 of the 999 left (50 in flight) denied: %+v", d.Results)
+	}
+	close(inner.let)
+	if d := <-done; d.Allowed {
+		t.Fatalf("zoe's second send in the minute admitted")
+	}
+	for i := range 50 {
+		if d := send(1, fmt.Sprint("s", i)); !d.Allowed {
+			t.Fatalf("send %d of the 50 zoe put back denied: %+v", i, d.Results)
+		}
+	}
+	if d := send(1, "last"); d.Allowed {
+		t.Fatalf("the 1011th unit admitted")
+	}
+	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !ds[0].Allowed {
-		t.Fatalf("999 of the 999 left denied in a batch, retry after %s: %+v", ds[0].RetryAfter, ds[0].Results)
-	}
-	if d := mustDecide(t, g, req(check(rule, "c"))); d.Allowed {
-		t.Fatalf("the 1011th unit admitted: %+v", d.Results)
+	if got := used(t, inner, check(rule, "c")); got != 1010 {
+		t.Errorf("the store counts %d; want the 1010 sent", got)
 	}
 }

@@ -50,12 +50,14 @@
 // gives back once, at its term's end). A rolling rule also counts a
 // block's units from its decision until W+E after it, up to E longer than
 // its sends need: like a bucket of a bucketed log, towards denying. Both
-// make a leased budget under-admit, never over-admit. A request that a
-// leased rule denies on the store while this gateway holds units of that
+// make a leased budget under-admit, never over-admit. A single send that
+// a leased rule denies on the store while this gateway holds units of that
 // key unspent (a cost larger than the block in hand) has them given back
-// and is decided once more, so a gateway never refuses a send for its own
-// lease; only other gateways' blocks can. (In a log of exact records, a
-// block partly spent can only give back whole, at its term's end.)
+// and is decided once more, so a gateway does not refuse such a send for
+// its own lease; only other gateways' blocks can. Its blocks stay open
+// (what sends in flight put back is spent again in the term), but a block
+// gives back once, so what is put back after that stays counted until its
+// record leaves the window. A batch send's entries are not decided again.
 //
 // # What it serves
 //

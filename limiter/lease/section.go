@@ -307,10 +307,10 @@ func (b *block) close(now time.Time) (units int64) {
 	}
 	b.closed = true
 	units, b.left = b.left, 0
-	if b.periodEnd && !now.Before(b.deadline) {
-		units = 0
+	if (b.periodEnd && !now.Before(b.deadline)) || b.tombed {
+		units = 0 // not worth giving back, or given back already (release)
 	}
-	b.tombed = units > 0
+	b.tombed = b.tombed || units > 0
 	return units
 }
 

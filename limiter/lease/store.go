@@ -172,22 +172,31 @@ func (s *Store) decideWhole(ctx context.Context, req *limiter.Request) (*limiter
 	return d, nil
 }
 
-// releaseHeld gives back to the store the unspent units of this
-// gateway's blocks on each leased rule of req that d denies, closing
-// them, and reports whether any were given back.
+// releaseHeld gives back to the store the units this gateway holds
+// unspent on each leased rule of req that d denies (see release), and
+// reports whether any were.
 func (s *Store) releaseHeld(ctx context.Context, req *limiter.Request, d *limiter.Decision) bool {
 	gave := false
 	for i := range req.Checks {
 		c := &req.Checks[i]
-		if c.Rule.Lease > 0 && i < len(d.Results) && d.Results[i].Denied && s.release(ctx, c) {
+		if c.Rule.Lease <= 0 || i >= len(d.Results) || !d.Results[i].Denied || d.Results[i].Waived {
+			continue
+		}
+		if s.release(ctx, c) {
 			gave = true
 		}
 	}
 	return gave
 }
 
-// release closes this gateway's blocks of c's key that hold units
-// unspent and gives those back to the store; it reports whether any were.
+// release gives back to the store the units this gateway's blocks of c's
+// key hold unspent, and reports whether any were. The blocks stay open: a
+// send that took from one and is put back afterwards (another rule denied
+// it, or it was refunded) goes back to its block, to be spent again by
+// this gateway within the term, never lost. A block gives back once (the
+// store refunds a record once), so what is put back after this is not
+// given back at the term's end: it stays counted, towards denying, until
+// its record leaves the window.
 func (s *Store) release(ctx context.Context, c *limiter.Check) bool {
 	sec := s.lookup(c)
 	if sec == nil {
@@ -198,25 +207,30 @@ func (s *Store) release(ctx context.Context, c *limiter.Check) bool {
 		units int64
 	}
 	var hs []held
-	now := s.opts.Now()
-	sec.mu.Lock()
-	for _, b := range sec.spent {
-		if !b.closed && b.left > 0 {
-			hs = append(hs, held{b, b.close(now)})
+	hold := func(b *block) {
+		if b != nil && !b.closed && !b.tombed && b.left > 0 {
+			hs = append(hs, held{b, b.left})
+			b.left, b.tombed = 0, true
 		}
 	}
-	if b := sec.cur; b != nil && !b.closed && b.left > 0 {
-		hs = append(hs, held{b, b.close(now)})
+	sec.mu.Lock()
+	for _, b := range sec.spent {
+		hold(b)
 	}
-	if sec.cur != nil && sec.cur.closed {
-		sec.cur = nil
-	}
+	hold(sec.cur)
 	sec.mu.Unlock()
 	gave := false
 	for _, h := range hs {
 		if ok, err := s.refundBlock(ctx, h.b, h.units); ok && err == nil {
 			gave = true
+			continue
 		}
+		// Not given back (a log of exact records gives a block back whole
+		// only, or the store failed): still in hand.
+		sec.mu.Lock()
+		h.b.left += h.units
+		h.b.tombed = false
+		sec.mu.Unlock()
 	}
 	return gave
 }
