@@ -61,6 +61,19 @@ func TestAdminReadsValuesAsTheGatewayDoes(t *testing.T) {
 	if u := usageOf(t, mail+"_fcm", "topic="+url.QueryEscape("/topics/"+news)); u["hour"].Used != 2 {
 		t.Errorf("usage of /topics/%s: used %d, want 2 (the topic %s)", news, u["hour"].Used, news)
 	}
+	if a := adminDo(t, http.MethodGet, "/frequency_cap/"+mail+"_fcm/usage?topic="+url.QueryEscape("no spaces")); a.status != http.StatusBadRequest {
+		t.Errorf("a topic FCM refuses: status %d %s, want 400", a.status, a.body)
+	}
+
+	// Tokens beside topics (the gorush example): /topics/ comes off, as
+	// gorush's topic is counted.
+	up2 := startGorush(t)
+	g2 := startExample(t, "../examples/gorush-gateway/Caddyfile", up2)
+	deals := unique("deals")
+	g2.post("/api/push", "application/json", fmt.Sprintf(`{"notifications":[{"platform":2,"topic":%q,"message":"m"}]}`, deals))
+	if u := usageOf(t, "gorush", "token="+url.QueryEscape("/topics/"+deals)); u["token_minute"].Used != 1 {
+		t.Errorf("the gorush example's usage of /topics/%s: used %d, want 1", deals, u["token_minute"].Used)
+	}
 }
 
 // TestResetNamesWhatItLeftAlone proves that a reset by recipient names the

@@ -151,37 +151,34 @@ func (h *Handler) rejectsMissing(di int) bool {
 
 // lookupForm is capset.Dimension.Lookup for a dimension read as expr: a
 // value given to the admin API or the console is read as the gateway reads
-// the body's, by the one reader every alternative of expr uses that
-// rewrites what it reads (an email address, an FCM topic; a condition's
-// topics as a topic), and nil when none does or the alternatives differ
-// (a token beside a topic: a lookup cannot tell which was meant, and a
-// topic is given as the gateway counts it).
+// the body's. An {email.*} dimension counts the mailbox; one of topics
+// ({fcm_topic.*}, {fcm_topics.*}: a lookup names one topic) the topic,
+// checked; and one whose alternatives mix topics with plain fields (the
+// gorush example's tokens, to, topic and condition) the value without
+// FCM's /topics/ prefix, which no token has. nil when nothing rewrites.
 func lookupForm(expr string) func(string) (string, error) {
-	var only *jsonbatch.Reader
-	for _, name := range []string{"json", jsonbatch.EmailAddress.Name, jsonbatch.FCMTopic.Name, jsonbatch.FCMTopics.Name} {
-		if len(placeholderArgs(expr, name)) == 0 {
-			continue
+	email := len(placeholderArgs(expr, jsonbatch.EmailAddress.Name)) > 0
+	topics := len(placeholderArgs(expr, jsonbatch.FCMTopic.Name))+len(placeholderArgs(expr, jsonbatch.FCMTopics.Name)) > 0
+	plain := len(placeholderArgs(expr, "json")) > 0
+	one := func(r *jsonbatch.Reader) func(string) (string, error) {
+		return func(v string) (string, error) {
+			got, err := r.Read(v)
+			if err != nil {
+				return "", err
+			}
+			if len(got) != 1 {
+				return "", fmt.Errorf("%q names %d values", v, len(got))
+			}
+			return got[0], nil
 		}
-		r := readers[name]
-		if r == jsonbatch.FCMTopics {
-			r = jsonbatch.FCMTopic // a lookup names one topic
-		}
-		if r == nil || only != nil && only != r {
-			return nil
-		}
-		only = r
 	}
-	if only == nil {
-		return nil
+	switch {
+	case email && !topics && !plain:
+		return one(jsonbatch.EmailAddress)
+	case topics && !email && !plain:
+		return one(jsonbatch.FCMTopic)
+	case topics && !email:
+		return func(v string) (string, error) { return strings.TrimPrefix(v, "/topics/"), nil }
 	}
-	return func(v string) (string, error) {
-		got, err := only.Read(v)
-		if err != nil {
-			return "", err
-		}
-		if len(got) != 1 {
-			return "", fmt.Errorf("%q names %d values", v, len(got))
-		}
-		return got[0], nil
-	}
+	return nil
 }

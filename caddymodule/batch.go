@@ -175,6 +175,13 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 	return h.passBatch(w, r, next, ids, splice)
 }
 
+// absentRule reports whether rule i reads its cost, limit or zone per
+// batch entry: a batch with no entry has none to give it.
+func (h *Handler) absentRule(i int) bool {
+	bc := h.batch
+	return bc != nil && (bc.costs[i] != nil || bc.limits[i] != nil || bc.zones[i] != nil)
+}
+
 // cappedEntry is entry i as a capped recipient, d being the denial that
 // took it out.
 func cappedEntry(i int, d *limiter.Decision) jsonbatch.Capped {

@@ -55,6 +55,37 @@ func TestBatchWithNoEntry(t *testing.T) {
 			}
 		}
 
+		// A rule whose cost is read per entry has no cost without one:
+		// left out, not a 400.
+		g.load(fmt.Sprintf(`
+	frequency_cap /send {
+		key_prefix %s
+		%s
+		on_missing skip recipient
+		dimension recipient {json.messages.*.to}
+		dimension campaign {json.campaign}
+		rule budget {
+			by     campaign
+			limit  100
+			window 1h
+			cost   {json.messages.*.segments}
+		}
+		rule per_campaign {
+			by     campaign
+			limit  1
+			window 1m
+		}
+		rule per_recipient {
+			by     recipient
+			limit  5
+			window 1m
+		}
+	}
+	reverse_proxy %s`, testPrefix(), redisLine, up.addr()))
+		camp := unique("c")
+		expectStatus(t, g.post("/send", "application/json", fmt.Sprintf(`{"campaign":%q,"messages":[]}`, camp)), http.StatusOK)
+		expectStatus(t, g.post("/send", "application/json", fmt.Sprintf(`{"campaign":%q,"messages":[]}`, camp)), http.StatusTooManyRequests)
+
 		g.load(site(""))
 		bob := unique("bob")
 		a := g.post("/send", "application/json", fmt.Sprintf(`{"to":%q,"tokens":[]}`, bob))

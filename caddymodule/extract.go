@@ -103,9 +103,10 @@ func repeatedField(form url.Values, fields []string) *reply.Failure {
 // (see serverName): PHP, whose $_POST['To'] of "To=ann&%20To=bob" is bob,
 // would send to a recipient other than the one counted.
 func aliasOf(vs url.Values, f string) (string, bool) {
-	want := serverName(f)
+	nested := strings.IndexByte(f, '[') > 0 // message[to]: read as nested
+	want := serverName(f, nested)
 	for k := range vs {
-		if k != f && serverName(k) == want {
+		if k != f && serverName(k, nested) == want {
 			return k, true
 		}
 	}
@@ -113,23 +114,29 @@ func aliasOf(vs url.Values, f string) (string, bool) {
 }
 
 // serverName is the field a form or query name k is to the servers that
-// rewrite names: PHP drops leading spaces, ends a name at a NUL, reads
-// "to[]" and "to[x]" as to (an array; Express's qs and Rails do too) and
-// turns spaces and dots into underscores ("phone.number" is phone_number).
-func serverName(k string) string {
+// rewrite names: PHP drops leading spaces, ends a name at a NUL and turns
+// spaces and dots in its base into underscores ("phone.number" is
+// phone_number), and reads "to[]" and "to[x]" as to, an array (Express's
+// qs and Rails do too): the brackets are cut unless nested, where a name
+// is compared with them ("message[to]" and "message[body]" differ).
+func serverName(k string, nested bool) string {
 	k = strings.TrimLeft(k, " ")
 	if i := strings.IndexByte(k, 0); i >= 0 {
 		k = k[:i]
 	}
+	base, rest := k, ""
 	if i := strings.IndexByte(k, '['); i > 0 {
-		k = k[:i]
+		base, rest = k[:i], k[i:]
+	}
+	if !nested {
+		rest = ""
 	}
 	return strings.Map(func(r rune) rune {
 		if r == ' ' || r == '.' {
 			return '_'
 		}
 		return r
-	}, k)
+	}, base) + rest
 }
 
 // repeatedInRequest refuses a request that gives a query parameter or a

@@ -512,7 +512,9 @@ func (h *Handler) skips(repl *caddy.Replacer) bool {
 // that applies to the request, and whether it is exempt. The quiet rules
 // that apply are not checks for the store: they come back apart, each with
 // whether the request falls in its range. The dimensions absent marks
-// (nil: none) are missing, unread, and neither counted nor refused here.
+// (nil: none) are missing, unread, and neither counted nor refused here;
+// so are the rules whose cost, limit or zone a batch reads per entry
+// (absentRule), when absent is set.
 func (h *Handler) request(repl *caddy.Replacer, absent []bool) (*limiter.Request, []quietHit, *reply.Failure) {
 	values := make([]string, len(h.dims))
 	for i, d := range h.dims {
@@ -543,6 +545,9 @@ func (h *Handler) request(repl *caddy.Replacer, absent []bool) (*limiter.Request
 rules:
 	for i := range h.rules {
 		cr := &h.rules[i]
+		if absent != nil && h.absentRule(i) {
+			continue
+		}
 		c := limiter.Check{Rule: cr.rule, Values: make([]string, len(cr.dims)), Cost: cr.cost, Shadow: cr.shadow}
 		for j, di := range cr.dims {
 			if values[di] == "" {

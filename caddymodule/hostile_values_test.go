@@ -471,6 +471,12 @@ func TestHostileRepeatedQueryAndHeader(t *testing.T) {
 		dimension  recipient {form.To}
 		%[4]s
 	}
+	frequency_cap /n* {
+		name nested
+		key_prefix %[1]s
+		dimension  recipient {form.message[to]}
+		%[4]s
+	}
 	reverse_proxy %[5]s`, testPrefix(), ruleBlock("once", "recipient", 1), ruleBlock("per_channel", "recipient channel", 1),
 		ruleBlock("once_form", "recipient", 1), up.addr()))
 	const form = "application/x-www-form-urlencoded"
@@ -515,13 +521,15 @@ func TestHostileRepeatedQueryAndHeader(t *testing.T) {
 		{"PHP's To alone", post("/f", "%20To=%2B19990003", formType), 400},
 		{"to and PHP's to in the query", post("/q?to=carol&%20to=x3", "hi", text), 400},
 		{"one form", post("/f", "To=%2B15550200", formType), 200},
+		{"a nested field beside another", post("/n", "message%5Bto%5D=%2B15550400&message%5Bbody%5D=hi", formType), 200},
+		{"a nested field and PHP's spelling of it", post("/n", "message%5Bto%5D=%2B15550401&%20message%5Bto%5D=%2B19990004", formType), 400},
 	} {
 		if tc.a.status != tc.status {
 			t.Errorf("%s: status %d, want %d; %s", tc.name, tc.a.status, tc.status, tc.a.body)
 		}
 	}
-	if got := up.count(); got != 2 {
-		t.Errorf("upstream got %d, want 2", got)
+	if got := up.count(); got != 3 {
+		t.Errorf("upstream got %d, want 3", got)
 	}
 }
 

@@ -89,7 +89,7 @@ func keyKind(name, where string, v jsonbatch.Value) *reply.Failure {
 		return &reply.Failure{Status: http.StatusBadRequest, Dimension: name,
 			Reason: fmt.Sprintf("dimension %s at %s is an %s; it keys the counts, so it takes one value (a string or an integer); several recipients are a batch path such as {json.to.*}", name, where, v.Kind)}
 	case jsonbatch.String:
-		return withNUL(name, where, v.Text)
+		return withNUL(name, where, trimKey(v.Text)) // a NUL at an end is trimmed
 	case jsonbatch.Number:
 		if !digitsInteger(v.Text) {
 			return &reply.Failure{Status: http.StatusBadRequest, Dimension: name,

@@ -42,7 +42,10 @@ func Mailbox(addr string) (string, error) {
 	// A name IDNA cannot map is kept as written (in lower case): it is
 	// then no name a mail service delivers to under another spelling.
 	if d, err := idna.Lookup.ToASCII(domain); err == nil && d != "" && utf8.ValidString(domain) {
-		domain = d
+		domain = rootless(d) // an ideographic full stop maps to a root dot
+	}
+	if domain == "" {
+		return "", fmt.Errorf("%q is not an email address (local-part@domain)", addr)
 	}
 	if n := len(local); n > 2 && local[0] == '"' && local[n-1] == '"' && dotAtom(local[1:n-1]) {
 		local = local[1 : n-1]

@@ -18,7 +18,7 @@ func TestMailbox(t *testing.T) {
 	}
 	// One domain however written: a root dot, Unicode or ASCII; a local
 	// part quoted for nothing.
-	for _, in := range []string{"ann@example.com.", `"ann"@example.com`, `"Ann"@EXAMPLE.com.`} {
+	for _, in := range []string{"ann@example.com.", `"ann"@example.com`, `"Ann"@EXAMPLE.com.`, "ann@example.com。", "ann@example．com"} {
 		if got, err := Mailbox(in); err != nil || got != "ann@example.com" {
 			t.Errorf("Mailbox(%q) = %q, %v, want ann@example.com", in, got, err)
 		}
@@ -42,7 +42,7 @@ func TestMailbox(t *testing.T) {
 // around an address and its case change nothing, and a mailbox is its own
 // mailbox, so no respelling of a capped address reads as another.
 func FuzzMailbox(f *testing.F) {
-	for _, s := range []string{"ann@example.com", " Ann@Example.COM\t", "a@b", `"x@y"@Z.org`, "@", "ann", "Ǆ@ǅ.ǆ", "İ@example.com", "u@EXÄMPLE.com.", `"ann"@x.org`, "u@xn--exmple-cua.com"} {
+	for _, s := range []string{"ann@example.com", " Ann@Example.COM\t", "a@b", `"x@y"@Z.org`, "@", "ann", "Ǆ@ǅ.ǆ", "İ@example.com", "u@EXÄMPLE.com.", `"ann"@x.org`, "u@xn--exmple-cua.com", "u@example.com。", "u@example.com．"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, addr string) {
