@@ -128,7 +128,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		h.logBatchDenial(b, reqs, ds, denied)
 	}
 	if refused {
-		return h.writeBatchDenial(w, r, b, reqs, ds, denied)
+		return h.writeBatchDenial(w, r, b, reqs, ds, denied, along)
 	}
 
 	var ids []string // only refunds need them: most batches make none

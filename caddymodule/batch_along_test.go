@@ -1,8 +1,10 @@
 package caddymodule_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -83,6 +85,36 @@ func TestConditionGoesWhole(t *testing.T) {
 		a = send(topic("t"), http.StatusOK)
 		if got := gorushOf(t, a); fmt.Sprint(cappedBy(got, "token_minute")) != "[t]" {
 			t.Errorf("t again: %s", a.body)
+		}
+
+		// In the default answer, a send left with nothing lists every
+		// entry that went, the topics that went along by their fellow's
+		// rule.
+		g.load(fmt.Sprintf(`
+	frequency_cap /api/push {
+		key_prefix %s
+		%s
+		batch drop
+		dimension token {json.notifications.*.tokens.*} {fcm_topics.notifications.*[platform!=1].condition}
+		rule token_minute {
+			by     token
+			limit  1
+			window 1m
+		}
+	}
+	reverse_proxy %s`, testPrefix(), redisLine, up.addr()))
+		x := unique("x")
+		send(fmt.Sprintf(`{"notifications":[{"tokens":[%q],"platform":2}]}`, x), http.StatusOK)
+		a = send(fmt.Sprintf(`{"notifications":[{"platform":2,"condition":"'%s' in topics || 'w' in topics"}]}`, x), http.StatusTooManyRequests)
+		var p struct {
+			Detail string `json:"detail"`
+			Denied []struct {
+				Path string `json:"path"`
+				Rule string `json:"rule"`
+			} `json:"denied"`
+		}
+		if err := json.Unmarshal(a.body, &p); err != nil || len(p.Denied) != 2 || p.Denied[1].Rule != "token_minute" || !strings.HasPrefix(p.Detail, "2 of 2 entries denied") {
+			t.Errorf("nothing left, problem+json: %s (%v)", a.body, err)
 		}
 	})
 }

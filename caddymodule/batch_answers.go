@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"fmt"
+	"slices"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -47,20 +48,33 @@ func worstDenied(ds []*limiter.Decision) int {
 // own rule, and each admitted one, not sent because the batch was
 // refused (batch reject), the rule that refused the batch. gorush's
 // answer (answer gorush) is such a list too: a failed-push log per token.
-func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *jsonbatch.Batch, reqs []limiter.Request, ds []*limiter.Decision, denied []int) error {
+// The entries along went with a denied one (batch drop: the other topics
+// of its condition): they are listed as denied by its rule.
+func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *jsonbatch.Batch, reqs []limiter.Request, ds []*limiter.Decision, denied []int, along []jsonbatch.Along) error {
 	worst := worstDenied(ds)
 	p := batchProblem{problem: newProblem(h.StatusCode, &reqs[worst], ds[worst])}
-	p.Detail = fmt.Sprintf("%d of %d entries denied; %s", len(denied), len(ds), p.Detail)
-	p.Denied = make([]deniedEntry, 0, len(denied))
-	entries := make([]answer.DeniedEntry, 0, len(denied))
+	p.Detail = fmt.Sprintf("%d of %d entries denied; %s", len(denied)+len(along), len(ds), p.Detail)
+	p.Denied = make([]deniedEntry, 0, len(denied)+len(along))
+	entries := make([]answer.DeniedEntry, 0, len(denied)+len(along))
+	by := make(map[int]int, len(denied)+len(along)) // entry -> the denied entry whose answer it takes
+	listed := make([]int, 0, len(denied)+len(along))
 	for _, i := range denied {
-		d := ds[i]
+		by[i] = i
+		listed = append(listed, i)
+	}
+	for _, a := range along {
+		by[a.Entry] = a.With
+		listed = append(listed, a.Entry)
+	}
+	slices.Sort(listed) // body order
+	for _, i := range listed {
+		d := ds[by[i]]
 		e := deniedEntry{Path: b.EntryPath(i), Rule: d.Results[d.Denier].Rule.Name, RetryAfter: retryAfter(d.RetryAfter)}
 		if h.LogValues {
 			e.Value = b.Entries[i].Text
 		}
 		p.Denied = append(p.Denied, e)
-		entries = append(entries, answer.DeniedEntry{Path: e.Path, Message: newProblem(h.StatusCode, &reqs[i], d).Detail})
+		entries = append(entries, answer.DeniedEntry{Path: e.Path, Message: newProblem(h.StatusCode, &reqs[by[i]], d).Detail})
 	}
 	den := answer.Denial{
 		Status: h.StatusCode, Rule: p.Rule, Limit: p.Limit, RetryAfter: p.RetryAfter,
