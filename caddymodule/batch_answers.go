@@ -2,8 +2,8 @@ package caddymodule
 
 import (
 	"fmt"
-	"slices"
 	"net/http"
+	"slices"
 
 	"github.com/caddyserver/caddy/v2"
 
