@@ -163,6 +163,7 @@ func (h *Handler) compile() error {
 		h.formFields = append(h.formFields, formFieldsOf(e)...)
 		h.queryParams = append(h.queryParams, placeholderArgs(e, "http.request.uri.query")...)
 		h.headerNames = append(h.headerNames, placeholderArgs(e, "http.request.header")...)
+		h.readsPath = h.readsPath || strings.Contains(e, "{http.request.uri.path") || strings.Contains(e, "{http.request.orig_uri.path")
 	}
 	h.jsonPaths = jsonbatch.NewFolds(paths)
 	h.keying = h.keyingDims()

@@ -170,6 +170,24 @@ func repeatedInRequest(r *http.Request, params, headers []string) *reply.Failure
 	return nil
 }
 
+// uncleanPath refuses a request whose path a placeholder reads when the
+// path has a dot segment ("/3/device/x/../tok", "%2e%2e" too), an empty
+// one ("//3/device/tok") or an encoded slash: the placeholder reads its
+// segments as sent and reverse_proxy passes them on so, while a server or
+// proxy that cleans paths (nginx, Go's ServeMux, many frameworks)
+// delivers to tok, past the cap counted for x, or shifts every segment.
+func uncleanPath(r *http.Request) *reply.Failure {
+	raw := r.URL.EscapedPath()
+	unclean := strings.Contains(raw, "//") || strings.Contains(strings.ToLower(raw), "%2f")
+	for seg := range strings.SplitSeq(r.URL.Path, "/") {
+		unclean = unclean || seg == "." || seg == ".."
+	}
+	if !unclean {
+		return nil
+	}
+	return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request path %q has an empty or dot segment or an encoded slash, which readers resolve differently", raw)}
+}
+
 // formFieldInQuery refuses a form body whose field a placeholder reads
 // is also in the query string, or is not UTF-8: readers differ there too
 // (Go's FormValue reads the body's, Flask's request.values the query's;

@@ -222,6 +222,9 @@ type Handler struct {
 	// fields its placeholders read ({http.request.uri.query.<name>},
 	// {http.request.header.<name>}): each must come at most once.
 	queryParams, headerNames []string
+	// readsPath: some placeholder reads the request's path, which must
+	// then be in the one form every reader resolves alike (uncleanPath).
+	readsPath bool
 	// keying marks the dimensions some rule keys its records by (see
 	// keyvalues.go); keyPaths holds, for those, the {json.<path>} they
 	// read without a wildcard.
@@ -381,6 +384,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if fail := repeatedInRequest(r, h.queryParams, h.headerNames); fail != nil {
 		undecided(repl)
 		return h.fail(w, r, fail)
+	}
+	if h.readsPath {
+		if fail := uncleanPath(r); fail != nil {
+			undecided(repl)
+			return h.fail(w, r, fail)
+		}
 	}
 	if h.needs != 0 {
 		b, fail := readBody(r, h.needs, h.MaxBody)

@@ -565,3 +565,67 @@ func TestHostileBatchKeys(t *testing.T) {
 		t.Errorf("upstream got %d, want 1", got)
 	}
 }
+
+// TestHostilePaths proves that a request whose path a dimension reads is
+// refused when its path has a dot segment, an empty segment or an encoded
+// slash: the placeholder reads the segments as sent, while a server or
+// proxy that cleans the path delivers "/3/device/x/../tok" to tok (past
+// tok's cap, counted for x) or shifts "//3/device/tok" by one. Clean paths,
+// and paths of a cap set that reads no path, pass.
+func TestHostilePaths(t *testing.T) {
+	up := startUpstream(t)
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap /3/* {
+		key_prefix %[1]s
+		dimension recipient {http.request.uri.path.2}
+		%[2]s
+	}
+	frequency_cap /j/* {
+		key_prefix %[1]s
+		dimension recipient {json.to}
+		%[2]s
+	}
+	reverse_proxy %[3]s`, testPrefix(), ruleBlock("once", "recipient", 1), up.addr()))
+	tok := unique("tok")
+	raw := func(path string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, g.url+"/", strings.NewReader(`{"to":"`+unique("j")+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.URL.RawPath, req.URL.Path = path, mustUnescapePath(t, path)
+		req.URL.Opaque = path // sent as written
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for _, c := range []struct {
+		path string
+		want int
+	}{
+		{"/3/device/" + tok, 200},
+		{"/3/device/" + tok + "/", 429},
+		{"/3/device/x/../" + tok, 400},
+		{"/3/device/x/%2e%2E/" + tok, 400},
+		{"/3/device/./" + tok, 400},
+		{"/3//device/" + tok, 400},
+		{"/3/device/x%2F..%2F" + tok, 400},
+		{"/j/x/../y", 200},
+	} {
+		if got := raw(c.path); got != c.want {
+			t.Errorf("%s: status %d, want %d", c.path, got, c.want)
+		}
+	}
+}
+
+func mustUnescapePath(t *testing.T, p string) string {
+	t.Helper()
+	u, err := url.PathUnescape(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
