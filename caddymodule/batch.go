@@ -50,11 +50,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		// Under skip, a batch with no entry is one send without the
 		// batch dimension (nor those read per entry), as a single send
 		// without it: the rules that do not use them still count it.
-		absent := make([]bool, len(h.dims))
-		for di := range h.dims {
-			absent[di] = di == bc.dim || bc.dims[di] != nil || bc.templates[di] != nil
-		}
-		return h.serveOne(w, r, next, repl, absent)
+		return h.serveOne(w, r, next, repl, true)
 	}
 	reqs, quiet, fail := h.batchRequests(repl, b)
 	if fail != nil {
@@ -175,11 +171,16 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 	return h.passBatch(w, r, next, ids, splice)
 }
 
-// absentRule reports whether rule i reads its cost, limit or zone per
-// batch entry: a batch with no entry has none to give it.
-func (h *Handler) absentRule(i int) bool {
-	bc := h.batch
-	return bc != nil && (bc.costs[i] != nil || bc.limits[i] != nil || bc.zones[i] != nil)
+// perEntryDim reports whether dimension di is read per entry: the batch
+// dimension, or one whose path or template follows the entries.
+func (bc *batchConfig) perEntryDim(di int) bool {
+	return di == bc.dim || bc.dims[di] != nil || bc.templates[di] != nil
+}
+
+// perEntryRule reports whether rule i reads its cost, limit or zone per
+// entry: a batch with no entry has none to give it.
+func (bc *batchConfig) perEntryRule(i int) bool {
+	return bc.costs[i] != nil || bc.limits[i] != nil || bc.zones[i] != nil
 }
 
 // cappedEntry is entry i as a capped recipient, d being the denial that

@@ -427,15 +427,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return next.ServeHTTP(w, r)
 	}
 
-	return h.serveOne(w, r, next, repl, nil)
+	return h.serveOne(w, r, next, repl, false)
 }
 
 // serveOne decides the request as one send and passes it on or denies it.
-// The dimensions absent marks (nil: none) are left out unread, with the
-// rules that use them: a batch that found no entry is decided so, without
-// its batch dimension and the dimensions read per entry.
-func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, absent []bool) error {
-	req, quiet, fail := h.request(repl, absent)
+// noEntries: it is a batch that found no entry, decided without what a
+// batch reads per entry (see request).
+func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, noEntries bool) error {
+	req, quiet, fail := h.request(repl, noEntries)
 	if fail != nil {
 		undecided(repl)
 		return h.fail(w, r, fail)
@@ -520,14 +519,15 @@ func (h *Handler) skips(repl *caddy.Replacer) bool {
 // request resolves the dimensions, costs, limits and zones of every rule
 // that applies to the request, and whether it is exempt. The quiet rules
 // that apply are not checks for the store: they come back apart, each with
-// whether the request falls in its range. The dimensions absent marks
-// (nil: none) are missing, unread, and neither counted nor refused here;
-// so are the rules whose cost, limit or zone a batch reads per entry
-// (absentRule), when absent is set.
-func (h *Handler) request(repl *caddy.Replacer, absent []bool) (*limiter.Request, []quietHit, *reply.Failure) {
+// whether the request falls in its range. For a batch that found no entry
+// (noEntries), the dimensions and the rules' costs, limits and zones that
+// a batch reads per entry are absent (perEntry): such a dimension is
+// missing, unread, and neither counted nor refused here (serveBatch did),
+// and such a rule is left out.
+func (h *Handler) request(repl *caddy.Replacer, noEntries bool) (*limiter.Request, []quietHit, *reply.Failure) {
 	values := make([]string, len(h.dims))
 	for i, d := range h.dims {
-		if absent != nil && absent[i] {
+		if noEntries && h.batch.perEntryDim(i) {
 			continue
 		}
 		values[i] = h.unframed(i, repl.ReplaceAll(d.Expr, ""))
@@ -554,7 +554,7 @@ func (h *Handler) request(repl *caddy.Replacer, absent []bool) (*limiter.Request
 rules:
 	for i := range h.rules {
 		cr := &h.rules[i]
-		if absent != nil && h.absentRule(i) {
+		if noEntries && h.batch.perEntryRule(i) {
 			continue
 		}
 		c := limiter.Check{Rule: cr.rule, Values: make([]string, len(cr.dims)), Cost: cr.cost, Shadow: cr.shadow}

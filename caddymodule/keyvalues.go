@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 )
@@ -48,34 +50,19 @@ func (h *Handler) unframed(di int, v string) string {
 	return v
 }
 
-// frameOf is the text of expr around its placeholders, trimmed as a
+// frameOf is the text of expr around its placeholders (what Caddy's
+// replacer leaves of it with every placeholder empty), trimmed as a
 // keying value is when keying is set; "" for an expression without
 // placeholders (a constant is no frame) or without text.
 func frameOf(expr string, keying bool) string {
-	var sb strings.Builder
-	placeholders := 0
-	for rest := expr; rest != ""; {
-		open := strings.IndexByte(rest, '{')
-		if open < 0 {
-			sb.WriteString(rest)
-			break
-		}
-		end := strings.IndexByte(rest[open:], '}')
-		if end < 0 {
-			sb.WriteString(rest)
-			break
-		}
-		sb.WriteString(rest[:open])
-		placeholders++
-		rest = rest[open+end+1:]
-	}
-	if placeholders == 0 {
+	frame := caddy.NewEmptyReplacer().ReplaceAll(expr, "")
+	switch {
+	case frame == expr:
 		return ""
+	case keying:
+		return trimKey(frame)
 	}
-	if keying {
-		return trimKey(sb.String())
-	}
-	return sb.String()
+	return frame
 }
 
 // keyKind refuses a JSON value that cannot key records as the upstream
