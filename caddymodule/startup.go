@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -114,12 +115,15 @@ func (h *Handler) checkStoreAtStart(ctx caddy.Context, cfg *redisstore.Config) e
 }
 
 // startCheck runs the store's start check and, under Sentinel, asks the
-// sentinels too, at once; the sentinels come first in Nodes.
+// sentinels too, at once; the sentinels come first in Nodes. A node it
+// could not ask is then tried with a TLS handshake when the config has
+// no TLS: a server that speaks only TLS would look down forever.
 func startCheck(ctx context.Context, s *redisstore.Store, cfg *redisstore.Config) redisstore.StartCheck {
 	sentinels := make(chan []redisstore.NodeCheck, 1)
 	go func() { sentinels <- cfg.CheckSentinels(ctx) }()
 	check := s.CheckStart(ctx)
 	check.Nodes = append(<-sentinels, check.Nodes...)
+	cfg.MarkTLSServers(ctx, &check)
 	return check
 }
 
@@ -156,6 +160,14 @@ func logStartCheck(logger *zap.Logger, check redisstore.StartCheck, fields []zap
 		}
 		if n.Sentinel {
 			sentinels++
+			continue
+		}
+		if n.WritesRefused != nil {
+			// It answered, so it is no outage, but every decision's
+			// write fails until its operator acts.
+			unreachable++
+			logger.Warn("frequency cap store refuses writes at start (out of memory, or a failing snapshot): decisions go to on_error until it takes them",
+				with(node, zap.NamedError("reason", n.WritesRefused))...)
 			continue
 		}
 		switch {
@@ -223,11 +235,14 @@ func (rs refusals) Error() string {
 	for i, r := range rs {
 		msgs[i] = r.Error()
 	}
-	fix := "fix the username and password, or grant the user what docs/operations.md lists"
-	if len(rs) > 0 && errors.Is(rs[0], redisstore.ErrUntrustedCertificate) {
-		fix = "give tls_ca the CA that signed the server's certificate, and tls_server_name a name it is valid for"
+	var fixes []string
+	for _, r := range rs {
+		var re *redisstore.RefusedError
+		if errors.As(r, &re) && !slices.Contains(fixes, re.Fix()) {
+			fixes = append(fixes, re.Fix())
+		}
 	}
-	return strings.Join(msgs, "; ") + " (a configuration error, not an outage: " + fix + ")"
+	return strings.Join(msgs, "; ") + " (a configuration error, not an outage: " + strings.Join(fixes, "; ") + ")"
 }
 
 func (rs refusals) Unwrap() []error { return rs }

@@ -57,6 +57,16 @@ type NodeCheck struct {
 	// MaxMemory is the node's maxmemory in bytes (0: no limit), when read.
 	MaxMemory int64
 	PolicyErr error
+	// WritesRefused is the node's refusal of a write for its state, not
+	// for the user: OOM (at maxmemory under noeviction) or MISCONF (a
+	// snapshot that fails). It mends once the server's operator frees
+	// memory or fixes the disk, so it does not stop a load; decisions go
+	// to on_error until then.
+	WritesRefused error
+	// SpeaksTLS is set on a node that could not be asked and completes
+	// a TLS handshake, the store connecting without TLS
+	// (Config.MarkTLSServers).
+	SpeaksTLS bool
 }
 
 // Refusal is one command the store needs that the user may not run.
@@ -72,7 +82,45 @@ type Refusal struct {
 	Keys string
 	// Reason is what the server answered.
 	Reason string
+	// Kind tells what mends it.
+	Kind RefusalKind
 }
+
+// RefusalKind tells what mends a refusal, for the message that says so.
+type RefusalKind int
+
+const (
+	// RefusedByACL is a command or key the user may not have: grant it.
+	RefusedByACL RefusalKind = iota
+	// RefusedDB is a db setting that names a database the server does not
+	// have.
+	RefusedDB
+	// RefusedReplica is a server that is a read-only replica: it refuses
+	// every write the store makes, however long one waits, unless it is
+	// promoted.
+	RefusedReplica
+)
+
+// Fix says what mends a refusal of this kind.
+func (k RefusalKind) Fix() string {
+	switch k {
+	case RefusedDB:
+		return "set db to a database the server has, below its databases setting"
+	case RefusedReplica:
+		return "point the store at the master, not a replica, or name the master with sentinel_master"
+	}
+	return "grant the user what the store needs, as docs/operations.md lists under Least privilege"
+}
+
+// writeRefusedForState reports whether a server's answer refuses a write
+// for the server's state (OOM, MISCONF) rather than for the user.
+func writeRefusedForState(msg string) bool {
+	return outOfMemory(msg) || strings.HasPrefix(msg, "MISCONF ")
+}
+
+// readOnlyReplica reports whether a server's answer is a replica's
+// refusal of a write.
+func readOnlyReplica(msg string) bool { return strings.HasPrefix(msg, "READONLY ") }
 
 func (r Refusal) String() string {
 	where := ""
@@ -256,6 +304,20 @@ func (s *Store) checkNode(ctx context.Context, node string, c pipeliner, key str
 	if err := evsha.Err(); IsPermissionRefusal(err) {
 		refuse("evalsha", false, true, err)
 	}
+	// A write refused for the server's state (OOM, MISCONF) is noted, not
+	// refused; a replica's READONLY is refused, with its own fix.
+	scriptFailed := func(cmd string, reason string) {
+		switch {
+		case writeRefusedForState(reason):
+			if nc.WritesRefused == nil {
+				nc.WritesRefused = errors.New(reason)
+			}
+		case readOnlyReplica(reason):
+			nc.Refused = append(nc.Refused, Refusal{Command: cmd, InScript: true, Keys: keys, Reason: reason, Kind: RefusedReplica})
+		default:
+			refuse(cmd, true, cmd != "time", errors.New(reason))
+		}
+	}
 	if err := ev.Err(); IsPermissionRefusal(err) {
 		refuse("eval", false, true, err)
 	} else if err == nil {
@@ -263,8 +325,10 @@ func (s *Store) checkNode(ctx context.Context, node string, c pipeliner, key str
 		for i := 0; i+1 < len(pairs); i += 2 {
 			cmd, _ := pairs[i].(string)
 			reason, _ := pairs[i+1].(string)
-			refuse(cmd, true, cmd != "time", errors.New(reason))
+			scriptFailed(cmd, reason)
 		}
+	} else if msg := err.Error(); writeRefusedForState(msg) || readOnlyReplica(msg) {
+		scriptFailed("eval", msg)
 	} else if !errors.Is(err, redis.Nil) {
 		nc.Refused = append(nc.Refused, Refusal{Command: "eval", Keys: keys, Reason: "the probe script failed: " + err.Error()})
 	}
@@ -285,7 +349,7 @@ func (nc NodeCheck) setupRefused() NodeCheck {
 	}
 	for _, re := range serverErrors(nc.Err) {
 		if strings.HasPrefix(re.Error(), "ERR DB index is out of range") {
-			nc.Refused = []Refusal{{Command: "select", Reason: re.Error() + " (the db setting names a database the server does not have)"}}
+			nc.Refused = []Refusal{{Command: "select", Reason: re.Error() + " (the db setting names a database the server does not have)", Kind: RefusedDB}}
 			nc.Err = nil
 			return nc
 		}

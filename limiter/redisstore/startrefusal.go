@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"strings"
 	"sync"
 
@@ -41,6 +43,9 @@ type RefusedError struct {
 	// Certificate is the failed check of the certificate the server
 	// presented (an unknown CA, another host name, expired), or nil.
 	Certificate error
+	// SpeaksTLS is a server that completed a TLS handshake where the
+	// store connects without TLS (see Config.MarkTLSServers).
+	SpeaksTLS bool
 	// Refused are the commands the user may not run.
 	Refused []Refusal
 }
@@ -60,22 +65,52 @@ func (e *RefusedError) Error() string {
 	if e.Certificate != nil {
 		return fmt.Sprintf("%s at %s presented a certificate the gateway does not trust (check tls_ca and tls_server_name): %v", what, e.Node, e.Certificate)
 	}
+	if e.SpeaksTLS {
+		return fmt.Sprintf("%s at %s speaks TLS, and the store connects to it without: the server closes every plain connection", what, e.Node)
+	}
 	rs := make([]string, len(e.Refused))
 	for i, r := range e.Refused {
 		rs[i] = r.String()
 	}
-	return fmt.Sprintf("%s at %s refused %s what the store needs: %s", what, e.Node, user, strings.Join(rs, "; "))
+	for _, r := range e.Refused {
+		if r.Kind == RefusedByACL {
+			return fmt.Sprintf("%s at %s refused %s what the store needs: %s", what, e.Node, user, strings.Join(rs, "; "))
+		}
+	}
+	return fmt.Sprintf("%s at %s refused what the store needs: %s", what, e.Node, strings.Join(rs, "; "))
 }
 
-// Unwrap makes errors.Is find ErrLoginRefused or ErrNoPermission.
+// Unwrap makes errors.Is find ErrLoginRefused, ErrUntrustedCertificate,
+// ErrTLSExpected or ErrNoPermission.
 func (e *RefusedError) Unwrap() error {
-	if e.Login != nil {
+	switch {
+	case e.Login != nil:
 		return ErrLoginRefused
-	}
-	if e.Certificate != nil {
+	case e.Certificate != nil:
 		return ErrUntrustedCertificate
+	case e.SpeaksTLS:
+		return ErrTLSExpected
 	}
 	return ErrNoPermission
+}
+
+// Fix says what mends the refusal, for the message that stops a load.
+func (e *RefusedError) Fix() string {
+	switch {
+	case e.Login != nil:
+		return "fix the username and password"
+	case e.Certificate != nil:
+		return "give tls_ca the CA that signed the server's certificate, and tls_server_name a name it is valid for"
+	case e.SpeaksTLS:
+		return "turn tls on, with a rediss:// url or tls in the redis block, and tls_ca when a private CA signed the server's certificate"
+	}
+	var fixes []string
+	for _, r := range e.Refused {
+		if f := r.Kind.Fix(); !slices.Contains(fixes, f) {
+			fixes = append(fixes, f)
+		}
+	}
+	return strings.Join(fixes, "; ")
 }
 
 // Refusals returns each node's refusal, in the order the nodes were
@@ -103,6 +138,8 @@ func (c StartCheck) Refusals() []*RefusedError {
 			e = &RefusedError{Node: n.Node, Sentinel: n.Sentinel, Login: LoginRefusal(n.Err)}
 		case CertificateRefusal(n.Err) != nil:
 			e = &RefusedError{Node: n.Node, Sentinel: n.Sentinel, Certificate: CertificateRefusal(n.Err)}
+		case n.SpeaksTLS:
+			e = &RefusedError{Node: n.Node, Sentinel: n.Sentinel, SpeaksTLS: true}
 		case n.Err == nil && len(n.Refused) > 0:
 			e = &RefusedError{Node: n.Node, Sentinel: n.Sentinel, Refused: n.Refused}
 		default:
@@ -204,4 +241,77 @@ func CertificateRefusal(err error) error {
 		return ci
 	}
 	return nil
+}
+
+// ErrTLSExpected is a server that speaks TLS reached by a store that
+// connects without it: the server closes each plain connection at its
+// first byte (go-redis sees EOF), which looks like an outage and lasts
+// until the config turns tls on, so at start it fails the load.
+var ErrTLSExpected = storeError("the redis server speaks TLS, and the store connects without it")
+
+// MarkTLSServers notes, for a config without TLS, each node of check that
+// could not be asked and completes a TLS handshake (NodeCheck.SpeaksTLS),
+// so that Refusals names it. When the check reached no node at all (a
+// cluster's slot map unread), the config's own addresses are tried. ctx
+// bounds the handshakes.
+func (c *Config) MarkTLSServers(ctx context.Context, check *StartCheck) {
+	if c.TLS || strings.HasPrefix(c.URL, "rediss://") {
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range check.Nodes {
+		n := &check.Nodes[i]
+		if n.Err == nil || n.Node == sentinelNode || CertificateRefusal(n.Err) != nil || IsLoginRefusal(n.Err) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.SpeaksTLS = c.speaksTLS(ctx, n.Node)
+		}()
+	}
+	wg.Wait()
+	if check.Err == nil || len(check.Nodes) > 0 {
+		return
+	}
+	for _, addr := range c.addresses() {
+		if c.speaksTLS(ctx, addr) {
+			check.Nodes = append(check.Nodes, NodeCheck{Node: addr, Err: check.Err, SpeaksTLS: true})
+		}
+	}
+}
+
+// addresses are the addresses the config dials first: its url's host, or
+// Addresses (the default when none).
+func (c *Config) addresses() []string {
+	if c.URL != "" {
+		if opt, err := redis.ParseURL(c.URL); err == nil {
+			return []string{opt.Addr}
+		}
+		return nil
+	}
+	if len(c.Addresses) == 0 {
+		return []string{"127.0.0.1:6379"}
+	}
+	return c.Addresses
+}
+
+// speaksTLS reports whether the server at addr completes a TLS handshake.
+// The certificate is not checked: this only asks which protocol the
+// server speaks, and no data is sent over the connection.
+func (c *Config) speaksTLS(ctx context.Context, addr string) bool {
+	d := c.dialer
+	if d == nil {
+		d = (&net.Dialer{Timeout: c.EffectiveTimeout()}).DialContext
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*c.EffectiveTimeout())
+	defer cancel()
+	conn, err := d(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	host, _, _ := net.SplitHostPort(addr)
+	tc := tls.Client(conn, &tls.Config{ServerName: host, InsecureSkipVerify: true}) //nolint:gosec // asks the protocol only; nothing is sent
+	return tc.HandshakeContext(ctx) == nil
 }

@@ -1,0 +1,106 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/freqcap/caddy-freqcap/internal/redistest"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
+)
+
+// What a server answers at start for its own state is told apart from a
+// refused user, and each load error says what mends it:
+//   - a Redis at maxmemory (noeviction) refuses writes for now: the config
+//     loads with a warning, its decisions go to on_error, and it serves
+//     again once memory is freed (it failed every start and reload,
+//     advising to fix the username and password);
+//   - a replica refuses every write for good: the load fails, saying to
+//     point the store at the master;
+//   - a db the server does not have: the load fails, saying so;
+//   - a server that speaks only TLS, reached without tls: the load fails,
+//     saying to turn tls on (it loaded with "unreachable ... EOF", and under
+//     on_error allow every cap stayed off).
+func TestServerStatesAtStart(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("at maxmemory loads, with a warning", func(t *testing.T) {
+		srv := redistest.Start(t)
+		admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		defer admin.Close()
+		if err := admin.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		redisJSON := fmt.Sprintf(`{"addresses": [%q]}`, srv.Addr)
+		h, err := loadWithRedis(t, redisJSON, OnErrorDeny)
+		if err != nil {
+			t.Fatalf("a Redis at maxmemory failed the load: %v", err)
+		}
+		logs := startCheckLogs(t, redisJSON, OnErrorDeny)
+		warned := only(logs, zapcore.WarnLevel, "refuses writes at start")
+		if len(warned) != 1 || !strings.Contains(fmt.Sprint(warned[0].ContextMap()["reason"]), "OOM") {
+			t.Errorf("want one warning naming OOM; got %v", logs)
+		}
+		if ready := only(logs, zapcore.InfoLevel, "store ready"); len(ready) != 0 {
+			t.Errorf("a store that refuses writes was logged ready: %v", ready)
+		}
+		if w := serve(t, h, `{"to": "alice"}`); w.Code != http.StatusServiceUnavailable {
+			t.Errorf("on_error deny at maxmemory: %d", w.Code)
+		}
+		if err := admin.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if w := serve(t, h, `{"to": "alice"}`); w.Code != http.StatusOK {
+			t.Errorf("once memory is freed: %d", w.Code)
+		}
+	})
+
+	master := redistest.Start(t)
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", fmt.Sprint(master.Port))
+	tlsOnly := redistest.StartTLS(t)
+	for _, c := range []struct {
+		name, redis string
+		want        []string
+		errorIs     error
+	}{
+		{"a replica", fmt.Sprintf(`{"addresses": [%q]}`, replica.Addr),
+			[]string{"redis at " + replica.Addr, "READONLY", "point the store at the master"}, redisstore.ErrNoPermission},
+		{"a db the server does not have", fmt.Sprintf(`{"addresses": [%q], "db": 99}`, master.Addr),
+			[]string{"redis at " + master.Addr, "DB index is out of range", "set db to a database the server has"}, redisstore.ErrNoPermission},
+		{"a TLS server reached without tls", fmt.Sprintf(`{"addresses": [%q]}`, tlsOnly.Addr),
+			[]string{"redis at " + tlsOnly.Addr, "speaks TLS", "turn tls on"}, redisstore.ErrTLSExpected},
+		{"a TLS server in a redis:// url", fmt.Sprintf(`{"url": "redis://%s/0"}`, tlsOnly.Addr),
+			[]string{"redis at " + tlsOnly.Addr, "speaks TLS", "turn tls on"}, redisstore.ErrTLSExpected},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := loadWithRedis(t, c.redis, OnErrorAllow)
+			if err == nil {
+				t.Fatal("the config loaded")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error does not say %q: %v", w, err)
+				}
+			}
+			if strings.Contains(err.Error(), "username and password") {
+				t.Errorf("the error blames the login: %v", err)
+			}
+			if !errors.Is(err, c.errorIs) {
+				t.Errorf("the error is not %v: %v", c.errorIs, err)
+			}
+			t.Logf("%v", err)
+		})
+	}
+
+	t.Run("a TLS server reached with tls is not marked", func(t *testing.T) {
+		if _, err := loadWithRedis(t, fmt.Sprintf(`{"addresses": [%q], "tls": true, "tls_ca": %q}`, tlsOnly.Addr, tlsOnly.CAFile), OnErrorAllow); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
