@@ -117,6 +117,23 @@ func (w *storeWarnings) flush() {
 	w.write(n, op, err)
 }
 
+// drain logs what is pending now, ahead of its interval's end: the line
+// saying the store answers again must come after the last failures', or
+// an outage's last line would be a warning. The interval runs out by
+// itself, finding nothing pending.
+func (w *storeWarnings) drain() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	n, op, err := w.pending, w.lastOp, w.lastErr
+	w.pending, w.lastErr = 0, nil
+	w.mu.Unlock()
+	if n > 0 {
+		w.write(n, op, err)
+	}
+}
+
 // stop logs what is pending and ends the intervals; it runs at Cleanup.
 func (w *storeWarnings) stop() {
 	w.mu.Lock()

@@ -371,6 +371,25 @@ func TestStoreAnswersAgainLogged(t *testing.T) {
 			if f[c.field] != int64(3) || f["failed_for"].(time.Duration) <= 0 {
 				t.Errorf("the line says %v; want %s 3", f, c.field)
 			}
+			// The outage's failure lines all come before it, whole: its
+			// last line is the store answering, not a warning.
+			time.Sleep(warnInterval + 200*time.Millisecond)
+			var failures int64
+			answeredAt := -1
+			for i, e := range logs.All() {
+				switch {
+				case strings.Contains(e.Message, "answers again"):
+					answeredAt = i
+				case strings.HasPrefix(e.Message, "frequency cap store failing"):
+					if answeredAt >= 0 {
+						t.Errorf("a failure line after the store answered: %v", e.ContextMap())
+					}
+					failures += e.ContextMap()["failures"].(int64)
+				}
+			}
+			if failures != 3 {
+				t.Errorf("the failure lines count %d failures, want 3", failures)
+			}
 		})
 	}
 }

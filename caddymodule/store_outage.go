@@ -25,6 +25,9 @@ type storeOutage struct {
 	since atomic.Int64
 	// allowed, denied and local count the decisions on_error took since.
 	allowed, denied, local atomic.Int64
+	// warnings are the failure lines of the same store, drained before
+	// the outage's line so that it comes last.
+	warnings []*storeWarnings
 }
 
 // failed notes a store failure at now, and the decision on_error took for
@@ -60,6 +63,9 @@ func (o *storeOutage) answered(now time.Time) {
 	allowed, denied, local := o.allowed.Swap(0), o.denied.Swap(0), o.local.Swap(0)
 	if o.logger == nil {
 		return
+	}
+	for _, w := range o.warnings {
+		w.drain()
 	}
 	o.logger.Info("frequency cap store answers again",
 		zap.String("handler", o.handler),
