@@ -32,11 +32,23 @@ type pooledStore struct {
 	// paths logs a Redis store's write paths as they change; nil for the
 	// memory store.
 	paths *pathLog
+	// parkAs is a memory store's key, under which it is parked when its
+	// last handler is cleaned up (parking.go); "" for Redis.
+	parkAs string
 }
 
 // Destruct implements caddy.Destructor: it runs when the last handler that
-// uses the store is cleaned up.
+// uses the store is cleaned up. A memory store that holds counts is
+// parked, not closed.
 func (p *pooledStore) Destruct() error {
+	if park(p) {
+		return nil
+	}
+	return p.close()
+}
+
+// close closes the store and its client.
+func (p *pooledStore) close() error {
 	err := p.store.Close()
 	if p.client != nil {
 		err = errors.Join(err, p.client.Close())
@@ -57,10 +69,10 @@ func storeKey(cfg *redisstore.Config, prefix string) (string, error) {
 	return fmt.Sprintf("redis|%s|%s|%s", canon, prefix, cfg.EffectiveTimeout()), nil
 }
 
-// newStore builds the store a key names; it does not connect.
-func newStore(cfg *redisstore.Config, prefix string) (*pooledStore, error) {
+// newStore builds the store key names; it does not connect.
+func newStore(cfg *redisstore.Config, prefix, key string) (*pooledStore, error) {
 	if cfg == nil {
-		return &pooledStore{store: memstore.New(memstore.Options{})}, nil
+		return &pooledStore{store: memstore.New(memstore.Options{}), parkAs: key}, nil
 	}
 	client, err := cfg.NewClient()
 	if err != nil {
@@ -86,7 +98,10 @@ func (h *Handler) acquireStore(cfg *redisstore.Config) error {
 		return err
 	}
 	v, _, err := stores.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return newStore(cfg, h.KeyPrefix)
+		if p := unpark(key); p != nil {
+			return p, nil
+		}
+		return newStore(cfg, h.KeyPrefix, key)
 	})
 	if err != nil {
 		return err
@@ -107,7 +122,10 @@ func (h *Handler) acquireStore(cfg *redisstore.Config) error {
 	// its share; pooled like the others, so it outlives a reload.
 	key = "local|" + h.Name + "|" + h.KeyPrefix
 	v, _, err = stores.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return &pooledStore{store: memstore.New(memstore.Options{})}, nil
+		if p := unpark(key); p != nil {
+			return p, nil
+		}
+		return &pooledStore{store: memstore.New(memstore.Options{}), parkAs: key}, nil
 	})
 	if err != nil {
 		return err
