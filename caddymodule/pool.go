@@ -181,13 +181,24 @@ func (h *Handler) warnSharedKeys(shared map[string][]string) {
 func (h *Handler) acquireLeases(key string) error {
 	inner := h.store
 	v, _, err := stores.LoadOrNew(leasesKey(key), func() (caddy.Destructor, error) {
-		return &pooledStore{store: lease.New(inner, lease.Options{KeepInnerOpen: true})}, nil
+		return &pooledStore{store: lease.New(inner, lease.Options{KeepInnerOpen: true, OnGiveBack: logGiveBack})}, nil
 	})
 	if err != nil {
 		return err
 	}
 	h.store = v.(*pooledStore).store
 	return nil
+}
+
+// logGiveBack logs a leased block's give-back that the store failed, and
+// the retry that made it: between the two, the units count as used.
+func logGiveBack(units int64, again bool, err error) {
+	if again {
+		moduleLogger().Info("frequency cap lease: units given back after the store failed to take them", zap.Int64("units", units))
+		return
+	}
+	moduleLogger().Warn("frequency cap lease: the store failed to take back a block's unspent units: they count as used until it does; sent again every second",
+		zap.Int64("units", units), zap.Error(err))
 }
 
 // leasesKey names the lease store of the store under key.

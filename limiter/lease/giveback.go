@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/freqcap/caddy-freqcap/limiter/internal/recordlog"
@@ -11,13 +12,68 @@ import (
 // This file gives units back: to a block being spent, or to the store
 // from a block's record.
 
-// giveBack closes b and gives its unspent units back to the store.
+// giveBack closes b and gives its unspent units back to the store; when
+// the store fails, b owes them (see owe).
 func (s *Store) giveBack(ctx context.Context, b *block) error {
 	b.sec.mu.Lock()
 	units := b.close(s.opts.Now())
 	b.sec.mu.Unlock()
 	_, err := s.refundBlock(ctx, b, units)
+	if err != nil {
+		s.owe(b, units, err)
+	}
 	return err
+}
+
+// owe notes that the store failed to take units given back from b, which
+// is closed: b is untombed with the units owed, and each sweep sends them
+// again (retryOwed). Without it a Redis down at the end of a term, or
+// failing at a reload, left a gateway's unspent block counted until its
+// record left the window: a whole day's budget, under a calendar day.
+func (s *Store) owe(b *block, units int64, err error) {
+	b.sec.mu.Lock()
+	b.tombed = false
+	b.owed += units
+	b.sec.mu.Unlock()
+	s.mu.Lock()
+	if !slices.Contains(s.owing, b) {
+		s.owing = append(s.owing, b)
+	}
+	s.mu.Unlock()
+	if s.opts.OnGiveBack != nil {
+		s.opts.OnGiveBack(units, false, err)
+	}
+}
+
+// retryOwed sends again what the blocks of owing owe. A block the store
+// still fails stays owing (on s.owing) for the next sweep; one it takes,
+// or that owes nothing any more (a send of it given back carried its
+// units), is done.
+func (s *Store) retryOwed(ctx context.Context, owing []*block) {
+	for _, b := range owing {
+		b.sec.mu.Lock()
+		units := b.owed
+		if b.tombed || units == 0 {
+			b.sec.mu.Unlock()
+			continue
+		}
+		b.owed, b.tombed = 0, true
+		b.sec.mu.Unlock()
+		ok, err := s.refundBlock(ctx, b, units)
+		if err != nil {
+			b.sec.mu.Lock()
+			b.tombed = false
+			b.owed += units
+			b.sec.mu.Unlock()
+			s.mu.Lock()
+			s.owing = append(s.owing, b)
+			s.mu.Unlock()
+			continue
+		}
+		if ok && s.opts.OnGiveBack != nil {
+			s.opts.OnGiveBack(units, true, nil)
+		}
+	}
 }
 
 // giveUnits gives back units taken from b: to b until its term ends
@@ -48,12 +104,16 @@ func (s *Store) giveUnits(ctx context.Context, b *block, units int64, take int64
 		sec.mu.Unlock()
 		return false, nil
 	}
-	b.tombed = true
+	// What b owes from a failed give-back goes with these units: the
+	// store refunds its record once.
+	owed := b.owed
+	b.owed, b.tombed = 0, true
 	sec.mu.Unlock()
-	ok, err := s.refundBlock(ctx, b, units)
+	ok, err := s.refundBlock(ctx, b, units+owed)
 	if err != nil {
 		sec.mu.Lock()
 		b.tombed = false
+		b.owed += owed
 		if take >= 0 {
 			delete(b.refunded, uint32(take))
 		}
@@ -79,7 +139,8 @@ func (s *Store) refundBlock(ctx context.Context, b *block, units int64) (bool, e
 }
 
 // Expire gives back the units of every block whose term has ended by
-// the clock (Options.Now), and forgets the keys with nothing in hand and
+// the clock (Options.Now), sends again what earlier give-backs the store
+// failed still owe, and forgets the keys with nothing in hand and
 // the blocks past Options.Keep. The sweep calls it every Options.Sweep;
 // tests call it themselves.
 func (s *Store) Expire(ctx context.Context) error {
@@ -115,11 +176,14 @@ func (s *Store) Expire(ctx context.Context) error {
 			delete(s.blocks, h)
 		}
 	}
+	owing := s.owing
+	s.owing = nil
 	s.mu.Unlock()
 	var errs []error
 	for _, b := range due {
 		errs = append(errs, s.giveBack(ctx, b))
 	}
+	s.retryOwed(ctx, owing)
 	return errors.Join(errs...)
 }
 

@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,6 +104,87 @@ func TestUnspentUnitsGoBackAtTermEndAndOnClose(t *testing.T) {
 		}
 		if _, err := g.Decide(ctx, req(check(rule, "a"))); err == nil {
 			t.Errorf("a closed gateway decided a leased check")
+		}
+	})
+}
+
+// A give-back the store fails (Redis down at the end of a term) is sent
+// again by the next sweeps until the store takes it, told once each way
+// through OnGiveBack; and a send of the block refunded meanwhile carries
+// what the block owes. Before, the units stayed counted until their record
+// left the window: under a calendar day, each failed give-back took up to
+// a block of the day's budget.
+func TestAFailedGiveBackIsSentAgain(t *testing.T) {
+	storeKinds(t, func(t *testing.T, newInner func(func() time.Time) limiter.Store) {
+		for _, how := range []string{"by the sweep", "with a refunded send"} {
+			t.Run(how, func(t *testing.T) {
+				c := newClock(t0)
+				inner := &failing{Store: newInner(c.Now)}
+				rule := coupons(1000)
+				ctx := context.Background()
+				type told struct {
+					units int64
+					again bool
+					err   bool
+				}
+				var mu sync.Mutex
+				var tells []told
+				g := New(inner, Options{Now: c.Now, Term: time.Minute, Sweep: -1, KeepInnerOpen: true,
+					OnGiveBack: func(units int64, again bool, err error) {
+						mu.Lock()
+						tells = append(tells, told{units, again, err != nil})
+						mu.Unlock()
+					}})
+				t.Cleanup(func() { g.Close() })
+				campaign := how // a key of its own in the shared store
+				var first *limiter.Decision
+				for i := range 3 {
+					d := mustDecide(t, g, req(check(rule, campaign)))
+					if i == 0 {
+						first = d
+					}
+				}
+				inner.down.Store(true)
+				c.Add(time.Minute)
+				for range 2 {
+					if err := g.Expire(ctx); err == nil && len(tells) == 0 {
+						t.Fatal("the give-back did not fail")
+					}
+				}
+				inner.down.Store(false)
+				if got := used(t, inner, check(rule, campaign)); got != 1000 {
+					t.Fatalf("store counts %d while the give-back fails; want the block, 1000", got)
+				}
+				want := int64(3)
+				if how == "by the sweep" {
+					if err := g.Expire(ctx); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					if ok, err := g.Refund(ctx, first.ID()); !ok || err != nil {
+						t.Fatalf("refund: %v %v", ok, err)
+					}
+					want = 2
+				}
+				if got := used(t, inner, check(rule, campaign)); got != want {
+					t.Errorf("store counts %d once it answers; want the %d spent", got, want)
+				}
+				if err := g.Expire(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if got := used(t, inner, check(rule, campaign)); got != want {
+					t.Errorf("store counts %d after another sweep; want %d", got, want)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				wantTells := []told{{997, false, true}}
+				if how == "by the sweep" {
+					wantTells = append(wantTells, told{997, true, false})
+				}
+				if !slices.Equal(tells, wantTells) {
+					t.Errorf("told %v; want %v", tells, wantTells)
+				}
+			})
 		}
 	})
 }

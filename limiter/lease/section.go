@@ -75,6 +75,10 @@ type block struct {
 	// tombed: a give-back was sent to the store. The store refunds a
 	// record once, so later refunds of its sends report false.
 	tombed bool
+	// owed are units of a closed block whose give-back the store failed,
+	// not tombed: the sweep, or the next of its sends given back, sends
+	// them again.
+	owed int64
 }
 
 // taking is units a leased check took from a block.

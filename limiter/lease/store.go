@@ -35,6 +35,11 @@ type Options struct {
 	// others share (caddymodule's pooled Redis store). Default false:
 	// Close closes it.
 	KeepInnerOpen bool
+	// OnGiveBack, when set, is told of each give-back the store failed
+	// (err, with the units it left counted, again false) and of each that
+	// a later sweep then made (err nil, again true), for the log. It must
+	// not block. Default: nothing is told.
+	OnGiveBack func(units int64, again bool, err error)
 }
 
 // Store wraps an inner store (in practice the Redis store) and serves the
@@ -56,6 +61,10 @@ type Store struct {
 	blocks   map[uint64]*block // by handle, for refunds
 	handles  uint64
 	closed   bool
+	// owing are blocks whose give-back the store failed: each sweep tries
+	// again (see retryOwed) until the store takes it or no longer holds
+	// the record.
+	owing []*block
 
 	// extended holds each leased rolling rule's copy with the longer
 	// window its log is decided with (see extend).
@@ -342,9 +351,12 @@ func (s *Store) Close() error {
 			delete(s.sections, k)
 			held = append(held, sec.drop()...)
 		}
+		owed := s.owing
+		s.owing = nil
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.GiveBackTimeout)
 		s.giveBackAll(ctx, held)
+		s.retryOwed(ctx, owed)
 		cancel()
 		if !s.opts.KeepInnerOpen {
 			err = s.inner.Close()
@@ -400,9 +412,9 @@ func finish(d *limiter.Decision, allowed bool) {
 	}
 }
 
-// giveBackAll gives back the unspent units of blocks, reporting nothing:
-// a give-back that fails leaves the units counted until they leave the
-// window, towards denying.
+// giveBackAll gives back the unspent units of blocks; one the store
+// fails is owed (see owe). At Close nothing tries again: the units stay
+// counted until their record leaves the window, towards denying.
 func (s *Store) giveBackAll(ctx context.Context, bs []*block) {
 	for _, b := range bs {
 		s.giveBack(ctx, b)
