@@ -306,6 +306,12 @@ func readBody(r *http.Request, needs int, maxBody int64) (*body, *reply.Failure)
 	}
 	if needs&needJSON != 0 {
 		v, err := parseJSON(raw)
+		if len(v) == 0 && errors.Is(err, jsonbatch.ErrEmptyDocument) {
+			// No body (a GET through a cap set without a matcher): no
+			// field, so each dimension read from it is missing, and
+			// on_missing decides, as for a body without those fields.
+			v, err = []byte("null"), nil
+		}
 		if err != nil {
 			return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: "request body is not valid JSON: " + err.Error()}
 		}

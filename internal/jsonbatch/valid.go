@@ -22,13 +22,17 @@ func Valid(doc []byte) error {
 	return diagnose(doc)
 }
 
+// ErrEmptyDocument is Valid's error for a document of no value: nothing,
+// or JSON's white space alone.
+var ErrEmptyDocument = errors.New("empty document")
+
 // diagnose is Valid's slow path, for a document wellFormed refused: the
 // checks one at a time, to say which rule it breaks (as encoding/json
 // says it, for bad syntax).
 func diagnose(doc []byte) error {
 	switch {
 	case len(bytes.Trim(doc, " \t\r\n")) == 0:
-		return errors.New("empty document")
+		return ErrEmptyDocument
 	case !utf8.Valid(doc):
 		return errors.New("not UTF-8")
 	case !json.Valid(doc):
