@@ -146,6 +146,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				err = wrapLine(d, "key_prefix %w", limiter.CheckPrefix(h.KeyPrefix))
 			}
 		case "on_error":
+			at.onError = *d
 			err = h.unmarshalOnError(d)
 		case "exempt":
 			at.exempt = *d
@@ -226,6 +227,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	if len(h.Rules) == 0 {
 		return d.Err("frequency_cap needs at least one rule")
+	}
+	if h.OnError == OnErrorLocal && h.Redis == nil {
+		return at.onError.Err("on_error local needs a redis store: the embedded store decides every send in this process already")
 	}
 	for _, name := range slices.Sorted(maps.Keys(at.dims)) {
 		if !slices.ContainsFunc(h.Rules, func(r RuleConfig) bool { return slices.Contains(r.By, name) }) {
@@ -373,6 +377,11 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 	}
 	if rc.Cluster && rc.SentinelMaster != "" {
 		return d.Err("redis cluster and sentinel_master exclude each other")
+	}
+	if (rc.TLSCA != "" || rc.TLSServerName != "" || rc.TLSInsecureSkipVerify) && !rc.TLS && !strings.HasPrefix(rc.URL, "rediss://") && !isPlaceholder(rc.URL) {
+		// Without TLS they would be ignored: the connection would be
+		// plain while the config reads as verified.
+		return d.Err("redis tls_ca, tls_server_name and tls_insecure_skip_verify need tls (or a rediss:// url)")
 	}
 	if rc.Cluster && rc.DB != 0 {
 		return d.Err("redis cluster has only db 0")
@@ -641,8 +650,8 @@ func unmarshalLimit(d *caddyfile.Dispenser, rc *RuleConfig) error {
 		return nil
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 1 {
-		return d.Errf("rule %s: limit %q is not a positive integer", rc.Name, s)
+	if err != nil || n < 1 || n > limiter.MaxLimit {
+		return d.Errf("rule %s: limit %q is not an integer from 1 to %d (2^40)", rc.Name, s, limiter.MaxLimit)
 	}
 	if len(args) == 2 {
 		rc.LimitPlaceholder = args[0]
@@ -787,6 +796,7 @@ type batchLines struct {
 	rules                           []caddyfile.Dispenser // in the order of h.Rules
 	batch, splice, maxBatch, exempt caddyfile.Dispenser
 	answer, statusCode              caddyfile.Dispenser
+	onError                         caddyfile.Dispenser
 }
 
 // checkBatchLines finds the batch dimension as compileBatch does (the
