@@ -1,8 +1,12 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"strings"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 )
@@ -58,7 +62,8 @@ func checkBraces(expr string) error {
 var bodyPlaceholders = []string{"json", "form", jsonbatch.FCMTopics.Name, jsonbatch.FCMTopic.Name, jsonbatch.EmailAddress.Name}
 
 // checkBodyPaths refuses a body placeholder without a path, or whose
-// path does not parse ({json}, {json.}, {json..to}, {json.to.}): it
+// path does not parse ({json}, {json.}, {json..to}, {json.to.}), and a
+// request placeholder Caddy does not provide ({http.request.heder.X}): it
 // would find nothing in any request, so under on_missing skip its rules
 // would cap nothing, and under reject every request would be a 400.
 func checkBodyPaths(expr string) error {
@@ -77,6 +82,10 @@ func checkBodyPaths(expr string) error {
 		}
 		name := rest[i+1 : i+end]
 		rest = rest[i+end:]
+		if strings.HasPrefix(name, "http.request.") && !caddyKnows(name) {
+			return fmt.Errorf("%q: {%s} is no placeholder Caddy provides, so it would read as empty in every request; "+
+				"check its spelling ({http.request.header.<field>}, {http.request.uri.query.<name>}, {http.request.uri.path.<n>})", expr, name)
+		}
 		for _, kind := range bodyPlaceholders {
 			path, dotted := strings.CutPrefix(name, kind+".")
 			switch {
@@ -181,4 +190,26 @@ func checkMatchValues(what string, values []string) error {
 		}
 	}
 	return nil
+}
+
+// caddyKnows reports whether Caddy's HTTP replacer provides the
+// {http.request.*} placeholder name, asked of a request made up for it.
+// Those it provides only for some requests (tls.*, the local address)
+// count as provided: a name whose lookup panics on the made-up request is
+// one Caddy knows.
+func caddyKnows(name string) (known bool) {
+	defer func() {
+		if recover() != nil {
+			known = true
+		}
+	}()
+	ctx := context.WithValue(context.Background(), caddyhttp.VarsCtxKey, map[string]any{})
+	ctx = context.WithValue(ctx, caddyhttp.ExtraLogFieldsCtxKey, new(caddyhttp.ExtraLogFields))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://localhost/", nil)
+	if err != nil {
+		return true
+	}
+	req.RemoteAddr = "127.0.0.1:1"
+	_, known = caddyhttp.NewTestReplacer(req).Get(name)
+	return known
 }

@@ -49,6 +49,7 @@ func TestProvisionErrors(t *testing.T) {
 		// A rule without by is one count over every send: the dimension
 		// it leaves unused is the error.
 		{"unused dimension", `{` + dims + `, "rules": [{"name": "x", "limit": 1, "window": "1m"}]}`, "dimension r is declared but no rule counts by it, so it caps nothing"},
+		{"a request placeholder Caddy does not provide", `{"dimensions": {"r": "{http.request.heder.X-User}"}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `dimension r: "{http.request.heder.X-User}": {http.request.heder.X-User} is no placeholder Caddy provides`},
 		{"unclosed placeholder", `{"dimensions": {"r": "{json.to"}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `dimension r: "{json.to" does not close its placeholder "{json.to"; write {json.to}`},
 		{"constant dimension", `{"dimensions": {"r": "all"}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `dimension r: "all" reads nothing of the request`},
 		{"unclosed alternative", `{"dimension_alternatives": {"r": ["{json.to}", "{json.cc"]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `"{json.cc" does not close its placeholder`},
