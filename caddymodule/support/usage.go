@@ -617,6 +617,11 @@ func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail 
 			if q.values[k] == "" {
 				return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k, Reason: "missing value for dimension " + k}
 			}
+			if strings.IndexByte(q.values[k], 0) >= 0 {
+				// The gateway refuses such a value (a 400), so nothing
+				// is counted under it.
+				return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k, Reason: k + ": the value holds a NUL, which the gateway refuses in every request"}
+			}
 		case isInput:
 			if _, fail := q.given.give(q.inputs, k, vs[0]); fail != nil {
 				return nil, false, fail
