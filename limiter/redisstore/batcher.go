@@ -54,8 +54,11 @@ func (bl *batchLoop) run() {
 			return // stopped
 		}
 		if batch != nil {
-			if batch = bl.claim(batch); len(batch) == 0 {
-				batch = nil // every call handed to the other loop
+			// A call handed to the other loop stays queued (its caller
+			// may still give up on it); one abandoned is dropped here,
+			// its key claims released with the batch's.
+			if batch = takeLive(bl.claim(batch)); len(batch) == 0 {
+				batch = nil // every call handed to the other loop, or abandoned
 				if bl.held == nil {
 					continue
 				}
@@ -237,8 +240,10 @@ func (s *Store) queue(ctx context.Context, calls []*call, l *lane, lanes []*lane
 		select {
 		case l.queue <- c:
 		case <-timer.C:
+			abandon(calls[:i])
 			return s.timedOut()
 		case <-ctx.Done():
+			abandon(calls[:i])
 			return classify(ctx.Err())
 		case <-s.stop:
 			return errStoreClosed
@@ -248,10 +253,13 @@ func (s *Store) queue(ctx context.Context, calls []*call, l *lane, lanes []*lane
 		select {
 		case <-c.done:
 		case <-timer.C:
-			// The run may still record this decision: an over-count
-			// until the record leaves its windows, never an over-admission.
+			// A call still queued is never decided now. One a loop took
+			// may still be recorded: an over-count until the record
+			// leaves its windows, never an over-admission.
+			abandon(calls)
 			return s.timedOut()
 		case <-ctx.Done():
+			abandon(calls)
 			return classify(ctx.Err())
 		case <-s.drained:
 			select {

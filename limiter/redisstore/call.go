@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/freqcap/caddy-freqcap/limiter"
 )
@@ -23,6 +24,39 @@ type call struct {
 	// batch's other entries right behind it, so it is never a lone
 	// decision (see Options.GoBatchMin).
 	entry bool
+	// state is callQueued until a loop takes the call into a batch it
+	// decides (callTaken), or its caller gives up waiting first
+	// (callAbandoned): an abandoned call is never decided, so a send
+	// answered as failed (503, or let through uncounted) is not counted.
+	state atomic.Int32
+}
+
+// A call's states (call.state).
+const (
+	callQueued int32 = iota
+	callTaken
+	callAbandoned
+)
+
+// abandon marks the calls not yet taken as abandoned, for a caller that
+// stops waiting: no loop will decide them.
+func abandon(calls []*call) {
+	for _, c := range calls {
+		c.state.CompareAndSwap(callQueued, callAbandoned)
+	}
+}
+
+// takeLive keeps the calls of batch that are not abandoned, marking them
+// taken, in place.
+func takeLive(batch []*call) []*call {
+	kept := batch[:0]
+	for _, c := range batch {
+		if c.state.CompareAndSwap(callQueued, callTaken) {
+			kept = append(kept, c)
+		}
+	}
+	clear(batch[len(kept):])
+	return kept
 }
 
 // redisWork is one decision's scratch space on the Redis store: its plan and,
@@ -55,6 +89,7 @@ func (s *Store) calls(w *redisWork, op string, now int64) []*call {
 	}
 	c := &w.call
 	c.op, c.now, c.p, c.at, c.err = op, now, p, 0, nil
+	c.state.Store(callQueued)
 	c.secs, c.reply = sectionIndices(p, c.secs[:0]), c.reply[:0]
 	if c.done == nil {
 		c.done = make(chan struct{}, 1)
