@@ -476,12 +476,18 @@ end
 
 -- record adds an admitted request and returns the time it was recorded at:
 -- 1 ms after the newest record when that is not earlier than now, so that
--- every admission has a time of its own; then whether it went into the
--- newest bucket, and whether the oldest entries were merged (mergeOldest).
+-- every admission has a time of its own, but in a bucketed log never past
+-- now's bucket (the newest time then: records would otherwise run ahead of
+-- the clock past one admission a millisecond); then whether it went into
+-- the newest bucket, and whether the oldest entries were merged
+-- (mergeOldest). As recordlog.SubLog.Record.
 local function record(s, now, cost, grain)
   local ts, cs = s.ts, s.cs
   local t = newest(s) + 1
   if t < now then t = now end
+  if grain > 0 and t > now and floor(t / grain) ~= floor(now / grain) then
+    t = newest(s)
+  end
   if grain > 0 and ts[1] and floor(ts[1] / grain) == floor(t / grain) and cs[1] + cost <= MAX_COST then
     ts[1] = t
     cs[1] = cs[1] + cost

@@ -27,7 +27,8 @@ type Entry struct{ T, C int64 }
 // strictly increasing time order, and every admission gets a time of its
 // own, later than any the log has held: a record that would land on or
 // before the newest entry, a refunded record or the floor is moved to 1 ms
-// after it. So an admission id names one admission, ever.
+// after it. So an admission id names one admission, ever, but in a
+// bucketed log past one admission a millisecond (see Record).
 type SubLog struct {
 	Retention int64 // ms
 	Entries   []Entry
@@ -154,9 +155,18 @@ func (s *SubLog) Evaluate(r *LogRule, cost, now int64) (RawResult, error) {
 }
 
 // Record adds an admitted request of the given cost and returns the time it
-// was recorded at.
+// was recorded at: 1 ms after the newest the log has held when that is not
+// earlier than now, so that an admission id names one admission. In a
+// bucketed log that time stays in now's bucket: past it, the record takes
+// the newest time instead (its id then names the admissions of that time
+// together, and one refund of them is taken). Otherwise a log taking more
+// than one admission a millisecond would stamp its records ever further
+// ahead of the clock, and count them that much longer than their window.
 func (s *SubLog) Record(now, cost, grain int64) int64 {
 	t := max(now, s.newest()+1)
+	if grain > 0 && t > now && t/grain != now/grain {
+		t = s.newest()
+	}
 	n := len(s.Entries)
 	// A bucket whose sum would outgrow what a record keeps (MaxCost)
 	// takes no more: the record starts an entry of its own in the same
