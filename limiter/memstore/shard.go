@@ -177,16 +177,19 @@ func (sh *memShard) compact() {
 	sh.arena, sh.garbage = arena, 0
 }
 
-// sweep removes expired keys among the next n slots.
-func (sh *memShard) sweep(now int64, n int) {
+// sweep removes expired keys among the next n slots, and returns how many
+// it removed.
+func (sh *memShard) sweep(now int64, n int) (removed int) {
 	for ; n > 0 && sh.slots.len() > 0; n-- {
 		if sh.swept >= int(sh.slots.len()) {
 			sh.swept = 0
 		}
 		if s := sh.slots.at(int32(sh.swept)); s.expireAt != 0 && s.expireAt <= now {
 			sh.remove(int32(sh.swept))
+			removed++
 		}
 		sh.swept++
 	}
 	sh.compactIfWasteful()
+	return removed
 }

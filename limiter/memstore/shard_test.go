@@ -192,3 +192,27 @@ func TestSlotPages(t *testing.T) {
 		}
 	}
 }
+
+// A visit of a shard keeps sweeping while a batch finds many keys expired,
+// so the sweeper keeps up with keys that expire faster than a batch a
+// visit (a sender spraying new recipients): one visit clears 20,000
+// expired keys of a shard, where one batch cleared 512. It stops at the
+// first batch that finds few.
+func TestSweepKeepsUpWithManyExpiredKeys(t *testing.T) {
+	sh := &memShard{index: map[uint64]uint64{}}
+	const n = 20_000
+	for k := 0; k < n; k++ {
+		sh.put(-1, uint64(k), []byte(strconv.Itoa(k)), []byte("v"), 1)
+	}
+	sweepShard(sh, 1)
+	if sh.live != 0 {
+		t.Fatalf("after one visit at 1: %d live, want 0", sh.live)
+	}
+	for k := 0; k < n; k++ {
+		sh.put(-1, uint64(k), []byte(strconv.Itoa(k)), []byte("v"), 5)
+	}
+	sweepShard(sh, 1) // nothing expired: one batch, nothing removed
+	if sh.live != n {
+		t.Fatalf("a visit removed live keys: %d live, want %d", sh.live, n)
+	}
+}
