@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -275,6 +276,16 @@ func readBody(r *http.Request, needs int, maxBody int64) (*body, *reply.Failure)
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				return nil, tooLarge(mbe.Limit)
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Caddy's read_body timeout: the sender was too slow.
+				return nil, &reply.Failure{Status: http.StatusRequestTimeout, Reason: "reading request body: timed out"}
+			}
+			// Not the connection's addresses: the sender needs the cause.
+			var oe *net.OpError
+			if errors.As(err, &oe) && oe.Err != nil {
+				err = oe.Err
 			}
 			return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("reading request body: %v", err)}
 		}

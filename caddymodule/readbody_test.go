@@ -1,7 +1,10 @@
 package caddymodule
 
 import (
+	"net"
+	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 )
@@ -30,4 +33,24 @@ func TestReadAtMostSizesItsFirstBuffer(t *testing.T) {
 	}
 	read(-1, strings.Repeat("x", 600)) // unknown length
 	read(4, "longer than declared")    // a wrong declaration
+}
+
+// timeoutBody fails its reads as a connection past Caddy's read_body
+// deadline does.
+type timeoutBody struct{}
+
+func (timeoutBody) Read([]byte) (int, error) {
+	return 0, &net.OpError{Op: "read", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 28081}, Err: os.ErrDeadlineExceeded}
+}
+func (timeoutBody) Close() error { return nil }
+
+// A body that arrives too slowly for read_body is a 408 that says so,
+// without the connection's addresses (it was a 400 quoting them).
+func TestSlowBodyIsATimeout(t *testing.T) {
+	r := httptest.NewRequest("POST", "/", nil)
+	r.Body, r.ContentLength = timeoutBody{}, -1
+	_, fail := readBody(r, needJSON, 1<<20)
+	if fail == nil || fail.Status != http.StatusRequestTimeout || strings.Contains(fail.Reason, "127.0.0.1") {
+		t.Fatalf("failure %+v; want 408 without addresses", fail)
+	}
 }

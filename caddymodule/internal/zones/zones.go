@@ -18,13 +18,22 @@ import (
 // refused: a cap's day must not depend on the host it runs on.
 func Load(name string) (*time.Location, error) {
 	if name == "Local" || !canonical(name) {
-		return nil, fmt.Errorf("unknown zone %q (name an IANA zone such as Asia/Shanghai)", name)
+		return nil, unknown(name)
 	}
 	z, err := time.LoadLocation(name)
 	if err != nil {
-		return nil, fmt.Errorf("unknown zone %q (name an IANA zone such as Asia/Shanghai)", name)
+		return nil, unknown(name)
 	}
 	return z, nil
+}
+
+// unknown is the error for a name that is no zone, quoting at most its
+// first 64 bytes: the answer need not echo a sender's 40 KB back.
+func unknown(name string) error {
+	if len(name) > 64 {
+		name = strings.ToValidUTF8(name[:64], "") + "..."
+	}
+	return fmt.Errorf("unknown zone %q (name an IANA zone such as Asia/Shanghai)", name)
 }
 
 // canonical reports whether name is spelled as the zone database spells

@@ -45,3 +45,12 @@ func TestOnlyCanonicalNamesAreCached(t *testing.T) {
 		}
 	}
 }
+
+// An unknown zone's error quotes at most 64 bytes of it: a sender's 40 KB
+// name is not echoed back whole.
+func TestUnknownZoneQuotedShort(t *testing.T) {
+	_, err := Load(strings.Repeat("x", 40_000))
+	if err == nil || len(err.Error()) > 200 {
+		t.Fatalf("error of %d bytes: %.100v", len(fmt.Sprint(err)), err)
+	}
+}
