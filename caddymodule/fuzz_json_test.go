@@ -27,8 +27,12 @@ type fzJSONWant struct {
 // refused when it is not one valid JSON value, is not UTF-8 (RFC 8259
 // §8.1; decoding would turn distinct bytes into one U+FFFD), or repeats a
 // name inside an object (parsers disagree on which one counts, so a sender
-// could be counted under one recipient and delivered to another).
+// could be counted under one recipient and delivered to another). No body,
+// or JSON's white space alone, is no document: it has no field.
 func fzWantJSON(body []byte, path string) fzJSONWant {
+	if len(bytes.Trim(body, " \t\r\n")) == 0 {
+		return fzJSONWant{} // no body (JSON's white space at most): no field
+	}
 	if !utf8.Valid(body) || !json.Valid(body) || fzHasDuplicateNames(body) {
 		return fzJSONWant{reject: true}
 	}

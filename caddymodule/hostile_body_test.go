@@ -254,7 +254,7 @@ func TestHostileTruncated(t *testing.T) {
 	t.Run("body read, client stalls", func(t *testing.T) {
 		start := time.Now()
 		c := partial("/json", "stall")
-		expectFailure(t, c.answer(bound), http.StatusBadRequest, "reading request body")
+		expectFailure(t, c.answer(bound), http.StatusRequestTimeout, "reading request body: timed out")
 		if took := time.Since(start); took < 900*time.Millisecond || took > bound {
 			t.Errorf("a stalled body ended after %s, want about read_body (1s)", took)
 		}

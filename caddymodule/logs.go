@@ -97,23 +97,24 @@ func (w *storeWarnings) addAt(now time.Time, op string, err error) {
 		return
 	}
 	w.timer = time.AfterFunc(w.interval, w.flush)
+	w.write(1, op, err) // under the lock, as flush writes
 	w.mu.Unlock()
-	w.write(1, op, err)
 }
 
 // flush ends an interval: it logs the failures the interval saw, and
 // starts another if there were any.
 func (w *storeWarnings) flush() {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	n, op, err := w.pending, w.lastOp, w.lastErr
 	w.pending, w.lastErr = 0, nil
 	if n == 0 {
 		w.timer = nil
-		w.mu.Unlock()
 		return
 	}
 	w.timer = time.AfterFunc(w.interval, w.flush)
-	w.mu.Unlock()
+	// Written under the lock, so that drain cannot slip the store's
+	// "answers again" in between taking these failures and logging them.
 	w.write(n, op, err)
 }
 
@@ -126,9 +127,9 @@ func (w *storeWarnings) drain() {
 		return
 	}
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	n, op, err := w.pending, w.lastOp, w.lastErr
 	w.pending, w.lastErr = 0, nil
-	w.mu.Unlock()
 	if n > 0 {
 		w.write(n, op, err)
 	}

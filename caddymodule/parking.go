@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,13 +22,23 @@ import (
 // the oldest.
 const parkedMax = 8
 
-// parkCheck is how often a parked store is looked at for its last key.
-var parkCheck = 30 * time.Second
+// parkCheck is how often a parked store is looked at for its last key
+// (a time.Duration; the test of parking shortens it).
+var parkCheck = func() *atomic.Int64 {
+	var d atomic.Int64
+	d.Store(int64(30 * time.Second))
+	return &d
+}()
 
 // parkingOn lets memory stores outlive their configs. The package's tests
 // turn it off (they load thousands of configs in one process, each
-// expecting fresh counts) but for the test that proves parking.
-var parkingOn = true
+// expecting fresh counts) but for the test that proves parking. Set
+// before any init function runs, so that a test's init overrides it.
+var parkingOn = func() *atomic.Bool {
+	var on atomic.Bool
+	on.Store(true)
+	return &on
+}()
 
 // parkingLot holds the parked stores by key, and their keys in the order
 // they were parked.
@@ -53,7 +64,7 @@ type lenStore interface{ Len() int }
 // when parking is off or p holds no key.
 func park(p *pooledStore) bool {
 	ls, ok := p.store.(lenStore)
-	if !parkingOn || p.parkAs == "" || !ok || ls.Len() == 0 {
+	if !parkingOn.Load() || p.parkAs == "" || !ok || ls.Len() == 0 {
 		return false
 	}
 	parking.Lock()
@@ -71,7 +82,7 @@ func park(p *pooledStore) bool {
 	parking.stores[p.parkAs] = p
 	parking.order = append(parking.order, p.parkAs)
 	parking.Unlock()
-	go watchParked(p, ls)
+	go watchParked(p, ls, time.Duration(parkCheck.Load()))
 	return true
 }
 
@@ -87,10 +98,10 @@ func unpark(key string) *pooledStore {
 	return p
 }
 
-// watchParked closes p once its last key has expired, unless it was
-// taken back or closed meanwhile.
-func watchParked(p *pooledStore, ls lenStore) {
-	tick := time.NewTicker(parkCheck)
+// watchParked closes p once its last key has expired, looking every
+// interval, unless it was taken back or closed meanwhile.
+func watchParked(p *pooledStore, ls lenStore, every time.Duration) {
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for range tick.C {
 		parking.Lock()

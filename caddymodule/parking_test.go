@@ -12,16 +12,18 @@ import (
 
 // The package's tests expect their configs' memory stores fresh: parking
 // is on only in TestMemoryCountsOutliveTheirConfig.
-func init() { parkingOn = false }
+func init() { parkingOn.Store(false) }
 
 // usePark turns parking on for one test, with a short parkCheck, and
 // closes what the test left parked.
 func usePark(t *testing.T) {
 	t.Helper()
-	on, check := parkingOn, parkCheck
-	parkingOn, parkCheck = true, 20*time.Millisecond
+	on, check := parkingOn.Load(), parkCheck.Load()
+	parkingOn.Store(true)
+	parkCheck.Store(int64(20 * time.Millisecond))
 	t.Cleanup(func() {
-		parkingOn, parkCheck = on, check
+		parkingOn.Store(on)
+		parkCheck.Store(check)
 		parking.Lock()
 		left := parking.stores
 		parking.stores, parking.order = map[string]*pooledStore{}, nil

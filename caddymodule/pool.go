@@ -197,7 +197,7 @@ func logGiveBack(units int64, again bool, err error) {
 		moduleLogger().Info("frequency cap lease: units given back after the store failed to take them", zap.Int64("units", units))
 		return
 	}
-	moduleLogger().Warn("frequency cap lease: the store failed to take back a block's unspent units: they count as used until it does; sent again every second",
+	moduleLogger().Warn("frequency cap lease: the store failed to take back a block's unspent units: they count as used until it does (sent again every second while the config runs; at an unload or shutdown, not again)",
 		zap.Int64("units", units), zap.Error(err))
 }
 

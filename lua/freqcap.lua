@@ -476,17 +476,22 @@ end
 
 -- record adds an admitted request and returns the time it was recorded at:
 -- 1 ms after the newest record when that is not earlier than now, so that
--- every admission has a time of its own, but in a bucketed log never past
--- now's bucket (the newest time then: records would otherwise run ahead of
--- the clock past one admission a millisecond); then whether it went into
--- the newest bucket, and whether the oldest entries were merged
--- (mergeOldest). As recordlog.SubLog.Record.
+-- every admission has a time of its own, but in a bucketed log not past
+-- now's bucket: the newest entry's time then, unless that is a tomb's or
+-- the floor's (records would otherwise run ahead of the clock past one
+-- admission a millisecond); then whether it went into the newest bucket,
+-- and whether the oldest entries were merged (mergeOldest). As
+-- recordlog.SubLog.Record.
 local function record(s, now, cost, grain)
   local ts, cs = s.ts, s.cs
   local t = newest(s) + 1
   if t < now then t = now end
-  if grain > 0 and t > now and floor(t / grain) ~= floor(now / grain) then
-    t = newest(s)
+  if grain > 0 and t > now and floor(t / grain) ~= floor(now / grain) and ts[1] == t - 1 then
+    local tombed = false
+    for _, x in ipairs(s.tombs) do
+      if x == t - 1 then tombed = true end
+    end
+    if not tombed then t = t - 1 end
   end
   if grain > 0 and ts[1] and floor(ts[1] / grain) == floor(t / grain) and cs[1] + cost <= MAX_COST then
     ts[1] = t
@@ -627,7 +632,9 @@ if op == OP_DECIDE or op == OP_DECIDE_ALL or op == OP_PEEK then
         local merged, squeezed
         t, merged, squeezed = record(s, now, sec.cost, sec.spec.grain)
         if exempt then
-          -- t is later than every mark: marks are times the log recorded.
+          -- t is no earlier than any mark (marks are times the log
+          -- recorded); when its records share t, the mark lands in t's
+          -- bucket, where a refund of the record finds it.
           local m = decode(k, subFor(k, EXEMPT_ANNEX .. sec.id, true), now)
           m.ret = sec.spec.ret
           record(m, t, sec.cost, sec.spec.grain)

@@ -118,6 +118,15 @@ func (s *Store) giveUnits(ctx context.Context, b *block, units int64, take int64
 			delete(b.refunded, uint32(take))
 		}
 		sec.mu.Unlock()
+		if owed > 0 {
+			// A sweep meanwhile found b tombed and let it go: it owes
+			// again.
+			s.mu.Lock()
+			if !slices.Contains(s.owing, b) {
+				s.owing = append(s.owing, b)
+			}
+			s.mu.Unlock()
+		}
 	}
 	return ok, err
 }

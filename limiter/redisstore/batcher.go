@@ -60,6 +60,10 @@ func (bl *batchLoop) run() {
 			if batch = takeLive(bl.claim(batch)); len(batch) == 0 {
 				batch = nil // every call handed to the other loop, or abandoned
 				if bl.held == nil {
+					// The abandoned calls' keys were claimed: no
+					// batch will answer them.
+					bl.release(bl.taken)
+					bl.taken = bl.taken[:0]
 					continue
 				}
 			}
@@ -246,6 +250,7 @@ func (s *Store) queue(ctx context.Context, calls []*call, l *lane, lanes []*lane
 			abandon(calls[:i])
 			return classify(ctx.Err())
 		case <-s.stop:
+			abandon(calls[:i])
 			return errStoreClosed
 		}
 	}

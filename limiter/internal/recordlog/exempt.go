@@ -71,7 +71,9 @@ func (k *KeyLogs) findExempt(sub []byte) *SubLog {
 func (k *KeyLogs) MarkExempt(exemptID []byte, t, cost, retention, grain int64) {
 	m := k.Sub(exemptID)
 	m.Retention = retention
-	// t is later than every mark: marks are times the log recorded.
+	// t is no earlier than any mark (marks are times the log recorded),
+	// and in a bucketed log one its records share: the mark lands in t's
+	// bucket, where a refund of the record finds it.
 	m.Record(t, cost, grain)
 }
 

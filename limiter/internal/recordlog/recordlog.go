@@ -5,6 +5,8 @@ package recordlog
 // holds the two to the same answers, decision by decision. Times are ms
 // since the Unix epoch.
 
+import "slices"
+
 // LogRule is what a log needs of a rule to answer it.
 type LogRule struct {
 	Limit  int64    // what the store decides with
@@ -158,14 +160,18 @@ func (s *SubLog) Evaluate(r *LogRule, cost, now int64) (RawResult, error) {
 // was recorded at: 1 ms after the newest the log has held when that is not
 // earlier than now, so that an admission id names one admission. In a
 // bucketed log that time stays in now's bucket: past it, the record takes
-// the newest time instead (its id then names the admissions of that time
-// together, and one refund of them is taken). Otherwise a log taking more
-// than one admission a millisecond would stamp its records ever further
-// ahead of the clock, and count them that much longer than their window.
+// the newest entry's time instead (its id then names the admissions of
+// that time together, and one refund of them is taken). Otherwise a log
+// taking more than one admission a millisecond would stamp its records
+// ever further ahead of the clock, and count them that much longer than
+// their window. When the newest time is a refunded record's (a tomb) or
+// the floor, whose ids a refund refuses, the record still takes 1 ms
+// after it: once a refund or a reset.
 func (s *SubLog) Record(now, cost, grain int64) int64 {
 	t := max(now, s.newest()+1)
-	if grain > 0 && t > now && t/grain != now/grain {
-		t = s.newest()
+	if n := len(s.Entries); grain > 0 && t > now && t/grain != now/grain &&
+		n > 0 && s.Entries[n-1].T == t-1 && !slices.Contains(s.tombs, t-1) {
+		t--
 	}
 	n := len(s.Entries)
 	// A bucket whose sum would outgrow what a record keeps (MaxCost)
