@@ -35,14 +35,19 @@ func (s *Store) owe(b *block, units int64, err error) {
 	b.tombed = false
 	b.owed += units
 	b.sec.mu.Unlock()
+	s.stillOwing(b)
+	if s.opts.OnGiveBack != nil {
+		s.opts.OnGiveBack(units, false, err)
+	}
+}
+
+// stillOwing puts b on the owing list for the next sweep, once.
+func (s *Store) stillOwing(b *block) {
 	s.mu.Lock()
 	if !slices.Contains(s.owing, b) {
 		s.owing = append(s.owing, b)
 	}
 	s.mu.Unlock()
-	if s.opts.OnGiveBack != nil {
-		s.opts.OnGiveBack(units, false, err)
-	}
 }
 
 // retryOwed sends again what the blocks of owing owe. A block the store
@@ -65,9 +70,7 @@ func (s *Store) retryOwed(ctx context.Context, owing []*block) {
 			b.tombed = false
 			b.owed += units
 			b.sec.mu.Unlock()
-			s.mu.Lock()
-			s.owing = append(s.owing, b)
-			s.mu.Unlock()
+			s.stillOwing(b)
 			continue
 		}
 		if ok && s.opts.OnGiveBack != nil {
@@ -121,11 +124,7 @@ func (s *Store) giveUnits(ctx context.Context, b *block, units int64, take int64
 		if owed > 0 {
 			// A sweep meanwhile found b tombed and let it go: it owes
 			// again.
-			s.mu.Lock()
-			if !slices.Contains(s.owing, b) {
-				s.owing = append(s.owing, b)
-			}
-			s.mu.Unlock()
+			s.stillOwing(b)
 		}
 	}
 	return ok, err

@@ -75,6 +75,21 @@ type Config struct {
 	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
+// addresses are the addresses the config dials first: its url's host, or
+// Addresses (the default when none).
+func (c *Config) addresses() []string {
+	if c.URL != "" {
+		if opt, err := redis.ParseURL(c.URL); err == nil {
+			return []string{opt.Addr}
+		}
+		return nil
+	}
+	if len(c.Addresses) == 0 {
+		return []string{"127.0.0.1:6379"}
+	}
+	return c.Addresses
+}
+
 // DefaultTimeout is Config.Timeout's default.
 const DefaultTimeout = 100 * time.Millisecond
 
@@ -153,12 +168,8 @@ func (c *Config) NewClient() (redis.UniversalClient, error) {
 		}
 		return gateClient(redis.NewClient(opt), time.Now), nil
 	}
-	addrs := c.Addresses
-	if len(addrs) == 0 {
-		addrs = []string{"127.0.0.1:6379"}
-	}
 	opt := &redis.UniversalOptions{
-		Addrs:                 addrs,
+		Addrs:                 c.addresses(),
 		MasterName:            c.SentinelMaster,
 		Username:              c.Username,
 		Password:              c.Password,

@@ -281,21 +281,6 @@ func (c *Config) MarkTLSServers(ctx context.Context, check *StartCheck) {
 	}
 }
 
-// addresses are the addresses the config dials first: its url's host, or
-// Addresses (the default when none).
-func (c *Config) addresses() []string {
-	if c.URL != "" {
-		if opt, err := redis.ParseURL(c.URL); err == nil {
-			return []string{opt.Addr}
-		}
-		return nil
-	}
-	if len(c.Addresses) == 0 {
-		return []string{"127.0.0.1:6379"}
-	}
-	return c.Addresses
-}
-
 // speaksTLS reports whether the server at addr completes a TLS handshake.
 // The certificate is not checked: this only asks which protocol the
 // server speaks, and no data is sent over the connection.
