@@ -1,7 +1,9 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,7 +103,9 @@ func (op *fuzzOp) request(rules []*limiter.Rule, now time.Time) *limiter.Request
 // refModel is a naive reference for the stores: every admission kept
 // forever as (time, cost) per log, counted by scanning. It shares only the
 // documented rules with the engine: a record that would land at or before
-// its log's last one moves to 1 ms after it; a rolling window counts
+// its log's last one moves to 1 ms after it, but in a bucketed log not
+// past now's bucket (it shares the newest live record's time instead, and
+// that time's one refund); a rolling window counts
 // records after now-D; a calendar window counts from the period's start
 // (exact also in a bucketed log); a refund takes back each record of an
 // admission once, while it is within its log's retention.
@@ -122,6 +126,24 @@ func refLog(r *limiter.Rule, v limitertest.Vals) string {
 		return v["recipient"] + "\x00$"
 	}
 	return "campaign\x00" + v["campaign"]
+}
+
+// isBucketed says whether the model's log is the bucketed one: the coupon
+// log, whose rule's limit is above BucketThreshold.
+func isBucketed(log string) bool { return strings.HasPrefix(log, "campaign\x00") }
+
+// recordTimes lists the (time, cost) records of an admission's id, sorted.
+func recordTimes(stored []recordlog.Recorded) []recordlog.Entry {
+	var out []recordlog.Entry
+	for _, rec := range stored {
+		out = append(out, recordlog.Entry{T: rec.T, C: rec.C})
+	}
+	return sortEntries(out)
+}
+
+func sortEntries(es []recordlog.Entry) []recordlog.Entry {
+	slices.SortFunc(es, func(a, b recordlog.Entry) int { return cmp.Or(cmp.Compare(a.T, b.T), cmp.Compare(a.C, b.C)) })
+	return es
 }
 
 // used is what rule r counts in log at now, and the records it counts,
@@ -179,6 +201,7 @@ func FuzzMemoryVsModel(f *testing.F) {
 		ref := &refModel{logs: map[string][]recordlog.Entry{}}
 		var admissions []*admission
 		issued := map[logTime]bool{}
+		tombs := map[logTime]bool{} // the model's refunded record times
 		resets := map[string]int{}
 		issuedMax := map[string]int64{} // per log, the latest record time issued
 		ctx := context.Background()
@@ -232,6 +255,11 @@ func FuzzMemoryVsModel(f *testing.F) {
 				if !allow {
 					continue
 				}
+				stored, _ := recordlog.DecodeID(d.ID())
+				var grain int64 // the bucketed (coupon) log's bucket
+				for _, rec := range stored {
+					grain = max(grain, rec.Grain)
+				}
 				// One record per log with a cost, as the store keeps them.
 				var recs []refRec
 				seen := map[string]bool{}
@@ -243,8 +271,16 @@ func FuzzMemoryVsModel(f *testing.F) {
 					}
 					seen[log] = true
 					// Every admission gets a time later than any the log
-					// has issued, refunded or forgotten ones included.
-					at := max(now.UnixMilli(), issuedMax[log]+1)
+					// has issued, refunded or forgotten ones included...
+					ms := now.UnixMilli()
+					at := max(ms, issuedMax[log]+1)
+					// ...except in a bucketed log, where a time past now's
+					// bucket is the newest live record's, shared, unless
+					// that time was refunded.
+					if l := ref.logs[log]; isBucketed(log) && at > ms && at/grain != ms/grain &&
+						len(l) > 0 && l[len(l)-1].T == at-1 && !tombs[logTime{log, at - 1}] {
+						at--
+					}
 					issuedMax[log] = at
 					e := recordlog.Entry{T: at, C: cost}
 					ref.logs[log] = append(ref.logs[log], e)
@@ -253,13 +289,20 @@ func FuzzMemoryVsModel(f *testing.F) {
 				if (d.ID() != "") != (len(recs) > 0) {
 					t.Fatalf("op %d: id %q for %d records", n, d.ID(), len(recs))
 				}
-				// Every admission has a time of its own in each log,
-				// even after refunds and resets: an id names one
-				// admission, ever.
-				stored, _ := recordlog.DecodeID(d.ID())
+				// The store's records have the model's times and costs.
+				var modelled []recordlog.Entry
+				for _, rr := range recs {
+					modelled = append(modelled, rr.e)
+				}
+				if got, want := recordTimes(stored), sortEntries(modelled); !slices.Equal(got, want) {
+					t.Fatalf("op %d: records at %v, model %v", n, got, want)
+				}
+				// Every admission has a time of its own in each log that
+				// is not bucketed, even after refunds and resets: an id
+				// names one admission, ever.
 				for _, rec := range stored {
 					k := logTime{rec.Key + "\x00" + rec.Sub, rec.T}
-					if issued[k] {
+					if issued[k] && rec.Grain == 0 {
 						t.Fatalf("op %d: record time %d reused in %q", n, rec.T, k.log)
 					}
 					issued[k] = true
@@ -281,12 +324,17 @@ func FuzzMemoryVsModel(f *testing.F) {
 				// latest record), and no window counts it any more.
 				want, either, forgotten := false, false, false
 				for _, rr := range adm.recs {
-					// The coupon log is the bucketed one.
-					bucketed := strings.HasPrefix(rr.log, "campaign\x00")
-					forgotten = forgotten || (bucketed && resets[rr.log] != rr.gen)
+					forgotten = forgotten || (isBucketed(rr.log) && resets[rr.log] != rr.gen)
 				}
 				if !adm.refunded {
 					for _, rr := range adm.recs {
+						// Admissions that share a time share its refund:
+						// the first is taken, later ones give nothing
+						// back in that log.
+						if tombs[logTime{rr.log, rr.e.T}] {
+							continue
+						}
+						tombs[logTime{rr.log, rr.e.T}] = true
 						l := ref.logs[rr.log]
 						for j, e := range l {
 							if e == rr.e {
