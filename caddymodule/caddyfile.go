@@ -46,8 +46,16 @@ func init() {
 
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	handler := new(Handler)
-	err := handler.UnmarshalCaddyfile(h.Dispenser)
-	return handler, err
+	h.Next() // the directive, where the block starts
+	at := fmt.Sprintf("%s:%d", h.File(), h.Line())
+	h.Reset()
+	if err := handler.UnmarshalCaddyfile(h.Dispenser); err != nil {
+		return nil, err
+	}
+	if err := checkNameUnique(h, handler, at); err != nil {
+		return nil, err
+	}
+	return handler, nil
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:

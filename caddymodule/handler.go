@@ -260,14 +260,8 @@ func (*Handler) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision fills in defaults, compiles the rules, takes the store from
-// the pool, creates the handler's metrics, makes it known to the admin
-// API by name, logs the store it uses and checks Redis (startup.go,
-// bounded in time): a server that answers but refuses the login or a
-// command the store needs fails the load; one that does not answer is
-// logged, and on_error decides until it does.
-func (h *Handler) Provision(ctx caddy.Context) error {
-	h.logger = ctx.Logger()
+// fillDefaults sets the settings left empty to their defaults.
+func (h *Handler) fillDefaults() {
 	if h.Name == "" {
 		h.Name = DefaultName
 	}
@@ -283,6 +277,17 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.MaxBody == 0 {
 		h.MaxBody = DefaultMaxBody
 	}
+}
+
+// Provision fills in defaults, compiles the rules, takes the store from
+// the pool, creates the handler's metrics, makes it known to the admin
+// API by name, logs the store it uses and checks Redis (startup.go,
+// bounded in time): a server that answers but refuses the login or a
+// command the store needs fails the load; one that does not answer is
+// logged, and on_error decides until it does.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	h.fillDefaults()
 	if err := h.provisionAnswer(); err != nil {
 		return fmt.Errorf("frequency_cap %s: %w", h.Name, err)
 	}
