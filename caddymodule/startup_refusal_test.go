@@ -367,9 +367,12 @@ func TestStoreAnswersAgainLogged(t *testing.T) {
 			if len(again) != 1 {
 				t.Fatalf("want one line; got %v", logs.All())
 			}
+			// At least the 3 sends while down; a send just after the
+			// restart may fail too (a pooled connection found dead).
 			f := again[0].ContextMap()
-			if f[c.field] != int64(3) || f["failed_for"].(time.Duration) <= 0 {
-				t.Errorf("the line says %v; want %s 3", f, c.field)
+			took, _ := f[c.field].(int64)
+			if took < 3 || f["failed_for"].(time.Duration) <= 0 {
+				t.Errorf("the line says %v; want %s at least 3", f, c.field)
 			}
 			// The outage's failure lines all come before it, whole: its
 			// last line is the store answering, not a warning.
@@ -387,8 +390,8 @@ func TestStoreAnswersAgainLogged(t *testing.T) {
 					failures += e.ContextMap()["failures"].(int64)
 				}
 			}
-			if failures != 3 {
-				t.Errorf("the failure lines count %d failures, want 3", failures)
+			if failures != took {
+				t.Errorf("the failure lines count %d failures, the answering line %d", failures, took)
 			}
 		})
 	}

@@ -273,7 +273,14 @@ func TestFCMConditionTopics(t *testing.T) {
 		{cond: `"a" in topics`, want: []string{"a"}},
 		{cond: "'a' in topics && ('b' in topics || 'c' in topics)", want: []string{"a", "b", "c"}},
 		{cond: "  ( ( 'c' in topics||'b' in topics ) &&'a'  in\ttopics )  ", want: []string{"c", "b", "a"}},
-		{cond: "!('a' in topics) && !!'b-_.~%9' in topics", want: []string{"a", "b-_.~%9"}},
+		// A topic under a negation only is no audience, unless all are;
+		// a double negation is none.
+		{cond: "!('a' in topics) && !!'b-_.~%9' in topics", want: []string{"b-_.~%9"}},
+		{cond: "'a' in topics && !('b' in topics)", want: []string{"a"}},
+		{cond: "!(!('a' in topics) && 'b' in topics) && 'c' in topics", want: []string{"a", "c"}},
+		{cond: "'b' in topics || !('a' in topics) || 'a' in topics", want: []string{"b", "a"}},
+		{cond: "!('a' in topics || 'b' in topics)", want: []string{"a", "b"}},
+		{cond: "!('a' in topics)", want: []string{"a"}},
 		{cond: "'a' in topics || 'a' in topics", want: []string{"a"}},
 		{cond: "'新闻' in topics && 'x新' in topics", want: []string{"新闻", "x新"}},
 		{cond: "'a' in topics新", err: "in topics"},

@@ -63,7 +63,11 @@ const maxConditionDepth = 32
 
 // FCMConditionTopics returns the topics that an FCM message's condition
 // names, each once, in the order they first appear: "'a' in topics &&
-// ('b' in topics || 'c' in topics)" names a, b and c. The grammar is
+// ('b' in topics || 'c' in topics)" names a, b and c. A topic named only
+// under a negation is left out, its subscribers being spared the message
+// ("'a' in topics && !('b' in topics)" is a's alone; "!!" is no
+// negation), unless every topic is negated: then every one counts. The
+// grammar is
 // FCM's:
 //
 //	cond  = or
@@ -91,6 +95,12 @@ func FCMConditionTopics(cond string) ([]string, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
+	if len(c.topics) == 0 {
+		// Every topic is negated ("!('a' in topics)"): whom that reaches
+		// is no topic's audience, so each topic named counts, as a cap
+		// errs towards counting.
+		return c.negated, nil
+	}
 	return c.topics, nil
 }
 
@@ -98,10 +108,16 @@ var errEmptyCondition = errors.New("empty topic condition")
 
 // condParser is one recursive-descent parse of a condition.
 type condParser struct {
-	s      string
-	i      int
-	topics []string
-	err    error
+	s string
+	i int
+	// topics are those named under an even number of negations, whose
+	// subscribers the message may reach through them; negated those
+	// named under an odd number, whose subscribers it reaches only
+	// through another topic ("'a' in topics && !('b' in topics)" reaches
+	// none of b's). not tells which the parse is in.
+	topics, negated []string
+	negating        bool
+	err             error
 }
 
 func (c *condParser) fail(want string) {
@@ -160,7 +176,9 @@ func (c *condParser) not(depth int) {
 	switch c.s[c.i] {
 	case '!':
 		c.i++
+		c.negating = !c.negating
 		c.not(depth + 1)
+		c.negating = !c.negating
 	case '(':
 		c.i++
 		c.or(depth + 1)
@@ -196,8 +214,12 @@ func (c *condParser) topic() {
 		c.fail("in topics")
 		return
 	}
-	if !slices.Contains(c.topics, name) {
-		c.topics = append(c.topics, name)
+	list := &c.topics
+	if c.negating {
+		list = &c.negated
+	}
+	if !slices.Contains(*list, name) {
+		*list = append(*list, name)
 	}
 }
 
