@@ -157,6 +157,9 @@ func (h *Handler) rejectsMissing(di int) bool {
 // gorush example's tokens, to, topic and condition) the value without
 // FCM's /topics/ prefix, which no token has. nil when nothing rewrites.
 func lookupForm(expr string) func(string) (string, error) {
+	if wholeLower(expr) {
+		return func(v string) (string, error) { return strings.ToLower(v), nil }
+	}
 	email := len(placeholderArgs(expr, jsonbatch.EmailAddress.Name)) > 0
 	topics := len(placeholderArgs(expr, jsonbatch.FCMTopic.Name))+len(placeholderArgs(expr, jsonbatch.FCMTopics.Name)) > 0
 	plain := len(placeholderArgs(expr, "json")) > 0

@@ -161,9 +161,11 @@ func (h *Handler) compile() error {
 		h.needs |= needsOf(e)
 		paths = append(paths, jsonPathsOf(e)...)
 		h.formFields = append(h.formFields, formFieldsOf(e)...)
-		h.queryParams = append(h.queryParams, placeholderArgs(e, "http.request.uri.query")...)
-		h.headerNames = append(h.headerNames, placeholderArgs(e, "http.request.header")...)
-		h.readsPath = h.readsPath || strings.Contains(e, "{http.request.uri.path") || strings.Contains(e, "{http.request.orig_uri.path")
+		read := unlowered(e)
+		h.queryParams = append(h.queryParams, placeholderArgs(read, "http.request.uri.query")...)
+		h.headerNames = append(h.headerNames, placeholderArgs(read, "http.request.header")...)
+		h.readsPath = h.readsPath || strings.Contains(read, "{http.request.uri.path") || strings.Contains(read, "{http.request.orig_uri.path")
+		h.lowers = h.lowers || read != e
 	}
 	h.jsonPaths = jsonbatch.NewFolds(paths)
 	h.keying = h.keyingDims()

@@ -154,6 +154,11 @@ func testAPNsGateway(t *testing.T, path string) {
 	if res.StatusCode != http.StatusTooManyRequests || body != "{\"reason\":\"TooManyRequests\"}\n" || res.Header.Get("apns-id") != "123e4567-e89b-42d3-a456-426614174000" {
 		t.Errorf("the 16th push: %d %q apns-id %q", res.StatusCode, body, res.Header.Get("apns-id"))
 	}
+	// APNs reads a token's hex case-blind: the same device upper-cased is
+	// capped too.
+	if res, body := push("A1B2C3", ""); res.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("the token upper-cased passed its cap: %d %s", res.StatusCode, body)
+	}
 	for i, want := range []int{200, 200, 429} {
 		if res, body := push("d4e5f6", "sale"); res.StatusCode != want {
 			t.Errorf("push %d of the same alert: %d %s, want %d", i, res.StatusCode, body, want)

@@ -82,6 +82,12 @@ func checkBodyPaths(expr string) error {
 		}
 		name := rest[i+1 : i+end]
 		rest = rest[i+end:]
+		name, lowered := cutLower(name)
+		if lowered {
+			if err := checkLowered(expr, name); err != nil {
+				return err
+			}
+		}
 		if strings.HasPrefix(name, "http.request.") && !caddyKnows(name) {
 			return fmt.Errorf("%q: {%s} is no placeholder Caddy provides, so it would read as empty in every request; "+
 				"check its spelling ({http.request.header.<field>}, {http.request.uri.query.<name>}, {http.request.uri.path.<n>})", expr, name)
@@ -128,7 +134,7 @@ func readsRequest(expr string) bool {
 		if end < 0 {
 			return false
 		}
-		name := rest[i+1 : i+end]
+		name, _ := cutLower(rest[i+1 : i+end])
 		constant := false
 		for _, p := range constantPrefixes {
 			constant = constant || strings.HasPrefix(name, p)

@@ -225,6 +225,8 @@ type Handler struct {
 	// readsPath: some placeholder reads the request's path, which must
 	// then be in the one form every reader resolves alike (uncleanPath).
 	readsPath bool
+	// lowers: some placeholder is a {lower.*} (lower.go).
+	lowers bool
 	// keying marks the dimensions some rule keys its records by (see
 	// keyvalues.go); keyPaths holds, for those, the {json.<path>} they
 	// read without a wildcard.
@@ -386,6 +388,9 @@ func (h *Handler) Cleanup() error {
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if h.lowers {
+		repl.Map(lowerProvider(repl))
+	}
 	if fail := repeatedInRequest(r, h.queryParams, h.headerNames); fail != nil {
 		undecided(repl)
 		return h.fail(w, r, fail)
