@@ -475,7 +475,7 @@ func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, next caddyhtt
 			return h.writeDenial(w, r, req, d)
 		}
 	}
-	if !d.Recorded() {
+	if !d.Recorded() || len(h.refundOn) == 0 {
 		return next.ServeHTTP(w, r)
 	}
 	var body *streamedBody
@@ -483,23 +483,15 @@ func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, next caddyhtt
 		body = &streamedBody{ReadCloser: r.Body}
 		r.Body = body
 	}
-	if len(h.refundOn) == 0 {
-		if body == nil {
-			return next.ServeHTTP(w, r)
-		}
-		err := next.ServeHTTP(w, r)
-		if body.brokeOff.Load() {
-			h.refund(r, d.ID())
-		}
-		return err
-	}
 	return h.serveRefundable(w, r, next, d, body)
 }
 
 // streamedBody is a request body passed on unread, so that a body that
-// breaks off (the client hangs up or stalls, or a body limit cuts it)
-// before reaching the upstream whole is noticed: that admission delivered
-// no message and is refunded, whatever refund_on says.
+// breaks off on its way (the client hangs up or stalls, or a body limit
+// cuts it) is told from an upstream that gave no answer: the proxy fails
+// either way, but the upstream may have acted on a body that broke off
+// (an API that answers on its headers, or decodes one JSON value and
+// reads no further, as gin's binding does), so that send stays counted.
 type streamedBody struct {
 	io.ReadCloser
 	// brokeOff is set by the reader, which may be another goroutine
@@ -600,8 +592,9 @@ rules:
 }
 
 // serveRefundable passes an admitted request (d) on and refunds it, once, when
-// its response status matches refund_on, it gets no response, or its
-// streamed body (nil when there is none) broke off.
+// its response status matches refund_on, or it gets no response while its
+// streamed body (nil when there is none) went whole: a sender cannot pass
+// a cap by cutting a body off after the upstream had what it acts on.
 func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, d *limiter.Decision, body *streamedBody) error {
 	rec := newStatusRecorder(w)
 	err := next.ServeHTTP(rec, r)
@@ -609,7 +602,8 @@ func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next c
 	if status == 0 && err == nil {
 		status = http.StatusOK
 	}
-	if err != nil || matchesAny(h.refundOn, status) || (body != nil && body.brokeOff.Load()) {
+	noAnswer := err != nil && (body == nil || !body.brokeOff.Load())
+	if noAnswer || matchesAny(h.refundOn, status) {
 		h.refund(r, d.ID())
 	}
 	return err

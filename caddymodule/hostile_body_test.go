@@ -2,11 +2,14 @@ package caddymodule_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -214,10 +217,9 @@ func TestHostileChunked(t *testing.T) {
 //     counted and the upstream is never contacted.
 //   - When no dimension reads the body, it is streamed: the decision is
 //     made on the headers, and the body breaks off on its way to the
-//     upstream, which sees an incomplete request, not a message (it may
-//     answer it, here with 400, or the proxy fails). Either way the
-//     admission is refunded, with or without refund_on: no message was
-//     delivered.
+//     upstream. The admission stays counted, with or without refund_on
+//     (5xx, the proxy's failure): the gateway cannot know what the
+//     upstream did with what it had (see TestCutBodyStaysCounted).
 //   - A client that stalls without hanging up is bounded by the server's
 //     read_body timeout (1s here); Caddy has none by default.
 func TestHostileTruncated(t *testing.T) {
@@ -271,12 +273,77 @@ func TestHostileTruncated(t *testing.T) {
 			if a := c.answer(bound); a.status < 400 {
 				t.Fatalf("a body that broke off was answered %d", a.status)
 			}
-			// Refunded: the one send allowed is still there.
-			expectStatus(t, whole(path, "streamed"), http.StatusOK)
+			// Counted: the one send allowed is spent.
 			expectStatus(t, whole(path, "streamed"), http.StatusTooManyRequests)
 		})
 	}
-	if w, _ := up.counts(); w != 5 {
-		t.Errorf("upstream got %d whole requests, want 5: a broken-off body must never arrive whole", w)
+	if w, _ := up.counts(); w != 3 {
+		t.Errorf("upstream got %d whole requests, want 3: a broken-off body must never arrive whole", w)
+	}
+}
+
+// TestCutBodyStaysCounted proves that a send whose streamed body breaks
+// off stays counted, with or without refund_on, because the upstream may
+// have acted on what it had: here one that decodes a single JSON value
+// and reads no further, as gin's binding (gorush's) does. Each send's
+// JSON arrives whole, then the sender hangs up before the Content-Length
+// it declared, or a request_body limit cuts its padding: a refund would
+// let every such send through a cap of 2.
+func TestCutBodyStaysCounted(t *testing.T) {
+	var mu sync.Mutex
+	delivered := map[string]int{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct{ To string }
+		if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		delivered[r.URL.Path+" "+msg.To]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer up.Close()
+	g := startGateway(t, capBlock("/plain", "", "dimension recipient {http.request.header.X-To}", ruleBlock("two", "recipient", 2))+
+		capBlock("/refund", "", "refund_on 5xx", "dimension recipient {http.request.header.X-To}", ruleBlock("two", "recipient", 2))+
+		"\trequest_body /limited {\n\t\tmax_size 1KB\n\t}\n"+
+		capBlock("/limited", "", "refund_on 5xx", "dimension recipient {http.request.header.X-To}", ruleBlock("two", "recipient", 2))+
+		"\treverse_proxy "+strings.TrimPrefix(up.URL, "http://"))
+
+	for _, path := range []string{"/plain", "/refund", "/limited"} {
+		t.Run(path, func(t *testing.T) {
+			msg := `{"to":"dora"}`
+			for i := 0; i < 5; i++ {
+				c := dialRaw(t, g)
+				if path == "/limited" {
+					c.head(path, "Content-Type: application/json", "Transfer-Encoding: chunked", "X-To: dora")
+					c.chunked(msg+strings.Repeat(" ", 5000), 1000)
+					c.answer(3 * time.Second) // the limit's 413, or the cap's 429
+					continue
+				}
+				c.head(path, "Content-Type: application/json", "Content-Length: 200", "X-To: dora")
+				c.write(msg)
+				// Until the upstream has the message (or the cap said no),
+				// then the sender hangs up.
+				for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+					mu.Lock()
+					n := delivered[path+" dora"]
+					mu.Unlock()
+					if n > i || n >= 2 {
+						break
+					}
+				}
+				c.SetLinger(0)
+				c.Close()
+			}
+			time.Sleep(100 * time.Millisecond) // the last refunds, were there any
+			mu.Lock()
+			n := delivered[path+" dora"]
+			mu.Unlock()
+			if n != 2 {
+				t.Errorf("the upstream delivered %d messages to dora, want the cap's 2", n)
+			}
+			expectStatus(t, g.post(path, "application/json", msg, "X-To: dora"), http.StatusTooManyRequests)
+		})
 	}
 }
