@@ -14,13 +14,13 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/zones"
 	"github.com/freqcap/caddy-freqcap/internal/answer"
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 	"github.com/freqcap/caddy-freqcap/limiter"
 	"github.com/freqcap/caddy-freqcap/limiter/lease"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
 func init() {
@@ -376,8 +376,8 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 		return d.Err("redis needs a URL or an address")
 	}
 	if rc.URL != "" && !isPlaceholder(rc.URL) {
-		if _, err := redis.ParseURL(rc.URL); err != nil {
-			return d.Errf("redis url %q: %v", rc.URL, err)
+		if err := redisstore.CheckURL(rc.URL); err != nil {
+			return d.Errf("redis url: %v", err)
 		}
 	}
 	if rc.URL != "" && (len(rc.Addresses) > 0 || rc.Cluster || rc.SentinelMaster != "") {

@@ -104,7 +104,7 @@ func (c *Config) EffectiveTimeout() time.Duration {
 // Validate checks the fields without connecting.
 func (c *Config) Validate() error {
 	if c.URL != "" {
-		if _, err := redis.ParseURL(c.URL); err != nil {
+		if err := CheckURL(c.URL); err != nil {
 			return fmt.Errorf("redis url: %w", err)
 		}
 		if len(c.Addresses) > 0 || c.Cluster || c.SentinelMaster != "" {
@@ -239,4 +239,22 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 		tc.RootCAs = pool
 	}
 	return tc, nil
+}
+
+// CheckURL parses a redis:// or rediss:// URL, and says what is wrong
+// with one that does not parse without quoting its password: url.Parse's
+// error quotes the URL, and a password with a / or # in it derails the
+// parse into quoting parts of it.
+func CheckURL(raw string) error {
+	_, err := redis.ParseURL(raw)
+	if err == nil {
+		return nil
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	at := strings.LastIndexByte(rest, '@')
+	if !ok || at < 0 {
+		return err // no userinfo to hide
+	}
+	return fmt.Errorf("%s://<user and password hidden>@%s does not parse as a URL; a password with / # ? %% @ or : in it must be percent-encoded there, or given with the password subdirective (JSON: password)",
+		scheme, rest[at+1:])
 }

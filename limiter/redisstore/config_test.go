@@ -452,3 +452,24 @@ func TestConfigTLSSettingsNeedTLS(t *testing.T) {
 		}
 	}
 }
+
+// A URL that does not parse is refused without its password in the
+// error, whatever in the password derailed the parse.
+func TestCheckURLHidesThePassword(t *testing.T) {
+	for _, raw := range []string{"redis://:Top/Secret9@127.0.0.1:6379/0", "redis://ann:Top#Secret9@127.0.0.1:6379", "rediss://ann:Top%zSecret9@h:1/0", "redis://ann:Top:Sec?ret9@h:1"} {
+		err := CheckURL(raw)
+		if err == nil {
+			t.Errorf("%s: parsed", raw)
+			continue
+		}
+		if strings.Contains(err.Error(), "Top") || strings.Contains(err.Error(), "Secret9") || strings.Contains(err.Error(), "ret9") {
+			t.Errorf("%s: the error shows the password: %v", raw, err)
+		}
+	}
+	if err := CheckURL("redis://ann:s3cret@127.0.0.1:6379/2"); err != nil {
+		t.Errorf("a good URL: %v", err)
+	}
+	if err := CheckURL("redis://127.0.0.1:port"); err == nil || !strings.Contains(err.Error(), "port") {
+		t.Errorf("a URL without a password keeps its error: %v", err)
+	}
+}
