@@ -377,7 +377,7 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 	}
 	if rc.URL != "" && !isPlaceholder(rc.URL) {
 		if err := redisstore.CheckURL(rc.URL); err != nil {
-			return d.Errf("redis url: %v", err)
+			return d.Errf("redis url %v", err)
 		}
 	}
 	if rc.URL != "" && (len(rc.Addresses) > 0 || rc.Cluster || rc.SentinelMaster != "") {

@@ -253,7 +253,7 @@ func CheckURL(raw string) error {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	at := strings.LastIndexByte(rest, '@')
 	if !ok || at < 0 {
-		return err // no userinfo to hide
+		return fmt.Errorf("%q: %w", raw, err) // no userinfo to hide
 	}
 	return fmt.Errorf("%s://<user and password hidden>@%s does not parse as a URL; a password with / # ? %% @ or : in it must be percent-encoded there, or given with the password subdirective (JSON: password)",
 		scheme, rest[at+1:])
