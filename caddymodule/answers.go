@@ -195,6 +195,14 @@ func setQuotaHeaders(h http.Header, d *limiter.Decision, resetIsTime bool) {
 	h["X-Ratelimit-Reset"] = values[4:5:5]
 }
 
+// dropQuotaHeaders takes the quota fields off an answer (see
+// setQuotaHeaders).
+func dropQuotaHeaders(h http.Header) {
+	for _, k := range [...]string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"} {
+		delete(h, k)
+	}
+}
+
 // enforced returns the results of the rules that could refuse the
 // request (not Waived): results itself when that is all of them, as it
 // nearly always is.

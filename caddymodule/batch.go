@@ -244,7 +244,7 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 	var status int
 	var err error
 	if splice != nil {
-		sw := &spliceWriter{ResponseWriter: w}
+		sw := &spliceWriter{ResponseWriter: w, refunded: h.refunds}
 		err = next.ServeHTTP(sw, r)
 		status = sw.status
 		switch {
@@ -259,7 +259,7 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 			h.metrics.spliceFailures.Inc()
 		}
 	} else {
-		rec := newStatusRecorder(w)
+		rec := newStatusRecorder(w, h.refunds)
 		err = next.ServeHTTP(rec, r)
 		status = rec.status
 	}

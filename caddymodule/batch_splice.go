@@ -22,6 +22,9 @@ type spliceWriter struct {
 	// passing is set once the answer outgrew maxSpliceAnswer: what was
 	// held went out, and the rest goes straight through.
 	passing bool
+	// refunded tells the statuses whose sends are given back: their
+	// answer goes out without the quota fields (see statusRecorder).
+	refunded func(status int) bool
 }
 
 // WriteHeader implements http.ResponseWriter; 1xx answers go through.
@@ -30,14 +33,22 @@ func (s *spliceWriter) WriteHeader(code int) {
 	case code < 200:
 		s.ResponseWriter.WriteHeader(code)
 	case s.status == 0:
-		s.status = code
+		s.final(code)
+	}
+}
+
+// final records the answer's status.
+func (s *spliceWriter) final(code int) {
+	s.status = code
+	if s.refunded != nil && s.refunded(code) {
+		dropQuotaHeaders(s.Header())
 	}
 }
 
 // Write implements http.ResponseWriter.
 func (s *spliceWriter) Write(p []byte) (int, error) {
 	if s.status == 0 {
-		s.status = http.StatusOK
+		s.final(http.StatusOK)
 	}
 	if s.passing {
 		return s.ResponseWriter.Write(p)

@@ -596,7 +596,7 @@ rules:
 // streamed body (nil when there is none) went whole: a sender cannot pass
 // a cap by cutting a body off after the upstream had what it acts on.
 func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, d *limiter.Decision, body *streamedBody) error {
-	rec := newStatusRecorder(w)
+	rec := newStatusRecorder(w, h.refunds)
 	err := next.ServeHTTP(rec, r)
 	status := rec.status
 	if status == 0 && err == nil {
@@ -608,6 +608,9 @@ func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next c
 	}
 	return err
 }
+
+// refunds reports whether an upstream's answer of this status is refunded.
+func (h *Handler) refunds(status int) bool { return matchesAny(h.refundOn, status) }
 
 // refund gives an admission back.
 func (h *Handler) refund(r *http.Request, id string) { h.refundCounting(r, id, 1) }

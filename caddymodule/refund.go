@@ -51,18 +51,31 @@ func matchesAny(ms []statusMatch, status int) bool {
 type statusRecorder struct {
 	*caddyhttp.ResponseWriterWrapper
 	status int
+	// refunded, when set, tells the statuses whose send is given back:
+	// their answer goes out without the quota fields, which count the
+	// send and would hold a client back that the next send is not
+	// refused to.
+	refunded func(status int) bool
 }
 
-func newStatusRecorder(w http.ResponseWriter) *statusRecorder {
-	return &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+func newStatusRecorder(w http.ResponseWriter, refunded func(int) bool) *statusRecorder {
+	return &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, refunded: refunded}
 }
 
 // WriteHeader implements http.ResponseWriter; 1xx answers are not final.
 func (s *statusRecorder) WriteHeader(code int) {
 	if s.status == 0 && code >= 200 {
-		s.status = code
+		s.final(code)
 	}
 	s.ResponseWriterWrapper.WriteHeader(code)
+}
+
+// final records the answer's status, before its header goes out.
+func (s *statusRecorder) final(code int) {
+	s.status = code
+	if s.refunded != nil && s.refunded(code) {
+		dropQuotaHeaders(s.Header())
+	}
 }
 
 // Write implements http.ResponseWriter.
@@ -86,7 +99,7 @@ func (s *statusRecorder) Flush() {
 // implicitOK records the 200 that writing without a status means.
 func (s *statusRecorder) implicitOK() {
 	if s.status == 0 {
-		s.status = http.StatusOK
+		s.final(http.StatusOK)
 	}
 }
 

@@ -99,7 +99,7 @@ func TestStatusMatch(t *testing.T) {
 // informational answers and flushes through, and can be unwrapped.
 func TestStatusRecorder(t *testing.T) {
 	w := httptest.NewRecorder()
-	rec := newStatusRecorder(w)
+	rec := newStatusRecorder(w, nil)
 	rec.WriteHeader(http.StatusEarlyHints)
 	rec.Flush()
 	if rec.status != http.StatusOK || !w.Flushed {
@@ -107,7 +107,7 @@ func TestStatusRecorder(t *testing.T) {
 	}
 
 	w = httptest.NewRecorder()
-	rec = newStatusRecorder(w)
+	rec = newStatusRecorder(w, nil)
 	rec.WriteHeader(http.StatusBadGateway)
 	rec.Write([]byte("x"))
 	if rec.status != http.StatusBadGateway || w.Code != http.StatusBadGateway || w.Body.String() != "x" {
