@@ -394,6 +394,9 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 	if rc.Cluster && rc.DB != 0 {
 		return d.Err("redis cluster has only db 0")
 	}
+	if len(rc.Addresses) > 1 && !rc.Cluster && rc.SentinelMaster == "" {
+		return d.Err(redisstore.ErrAddressesNeedTopology.Error())
+	}
 	if (rc.SentinelUsername != "" || rc.SentinelPassword != "") && rc.SentinelMaster == "" {
 		return d.Err("redis sentinel_username and sentinel_password need sentinel_master")
 	}

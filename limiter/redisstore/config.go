@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -116,6 +117,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Cluster && c.DB != 0 {
 		return fmt.Errorf("redis: a cluster has only database 0")
+	}
+	if len(c.Addresses) > 1 && !c.Cluster && c.SentinelMaster == "" {
+		return ErrAddressesNeedTopology
 	}
 	if (c.SentinelUsername != "" || c.SentinelPassword != "") && c.SentinelMaster == "" {
 		return fmt.Errorf("redis: sentinel_username and sentinel_password need sentinel_master")
@@ -240,6 +244,11 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 	}
 	return tc, nil
 }
+
+// ErrAddressesNeedTopology refuses several addresses that say neither
+// what they are: go-redis would take them for a cluster's seed nodes,
+// while the store treated them as one server.
+var ErrAddressesNeedTopology = errors.New("redis: several addresses are a cluster's nodes (add cluster) or sentinels (add sentinel_master); a single server has one address")
 
 // CheckURL parses a redis:// or rediss:// URL, and says what is wrong
 // with one that does not parse without quoting its password: url.Parse's

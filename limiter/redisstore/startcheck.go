@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,6 +68,9 @@ type NodeCheck struct {
 	// a TLS handshake, the store connecting without TLS
 	// (Config.MarkTLSServers).
 	SpeaksTLS bool
+	// mode is INFO's redis_mode (Valkey's server_mode): standalone,
+	// cluster or sentinel, when read.
+	mode string
 }
 
 // Refusal is one command the store needs that the user may not run.
@@ -99,6 +103,18 @@ const (
 	// every write the store makes, however long one waits, unless it is
 	// promoted.
 	RefusedReplica
+	// RefusedClusterNode is a node of a Redis Cluster reached as one
+	// server: a key on another master answers MOVED.
+	RefusedClusterNode
+	// RefusedNotCluster is a server without cluster support reached as a
+	// cluster.
+	RefusedNotCluster
+	// RefusedSentinelServer is a Sentinel reached as a data server.
+	RefusedSentinelServer
+	// RefusedNotSentinel is a server reached as a Sentinel that is none.
+	RefusedNotSentinel
+	// RefusedUnknownMaster is a sentinel_master that no sentinel watches.
+	RefusedUnknownMaster
 )
 
 // Fix says what mends a refusal of this kind.
@@ -108,9 +124,23 @@ func (k RefusalKind) Fix() string {
 		return "set db to a database the server has, below its databases setting"
 	case RefusedReplica:
 		return "point the store at the master, not a replica, or name the master with sentinel_master"
+	case RefusedClusterNode:
+		return "add cluster to the redis settings, with the cluster's nodes as addresses"
+	case RefusedNotCluster:
+		return "remove cluster: the server is a single one (or give the addresses of a cluster's nodes)"
+	case RefusedSentinelServer:
+		return "name the master with sentinel_master, and give the sentinels as addresses"
+	case RefusedNotSentinel:
+		return "remove sentinel_master, or give the sentinels' addresses"
+	case RefusedUnknownMaster:
+		return "set sentinel_master to a master the sentinels watch (SENTINEL MASTERS lists them)"
 	}
 	return "grant the user what the store needs, as docs/operations.md lists under Least privilege"
 }
+
+// wrongKind reports whether the refusal is of a server of another kind
+// than the settings say (a cluster node, a sentinel, ...).
+func (k RefusalKind) wrongKind() bool { return k >= RefusedClusterNode }
 
 // writeRefusedForState reports whether a server's answer refuses a write
 // for the server's state (OOM, MISCONF) rather than for the user.
@@ -185,8 +215,11 @@ func (s *Store) CheckStart(ctx context.Context) StartCheck {
 	})
 	if err != nil {
 		check.Err = fmt.Errorf("reading the cluster's slot map: %w", err)
-		if IsPermissionRefusal(err) {
+		switch {
+		case IsPermissionRefusal(err):
 			check.Nodes = append(check.Nodes, NodeCheck{Node: "cluster", Refused: []Refusal{{Command: "cluster|slots", Reason: err.Error()}}})
+		case strings.Contains(err.Error(), "cluster support disabled"):
+			check.Nodes = append(check.Nodes, NodeCheck{Node: "cluster", Refused: []Refusal{{Command: "cluster|slots", Reason: err.Error(), Kind: RefusedNotCluster}}})
 		}
 		return check
 	}
@@ -275,6 +308,10 @@ func (s *Store) checkNode(ctx context.Context, node string, c pipeliner, key str
 	// each command's error when the connection failed before any answer.
 	// One that answered fails each command on its own.
 	if err := tm.Err(); err != nil && !IsPermissionRefusal(err) {
+		if unknownCommand(err) && sentinelMode(info) {
+			nc.Refused = []Refusal{{Command: "time", Reason: err.Error() + " (the server is a Sentinel)", Kind: RefusedSentinelServer}}
+			return nc
+		}
 		nc.Err = err
 		return nc.setupRefused()
 	}
@@ -329,11 +366,32 @@ func (s *Store) checkNode(ctx context.Context, node string, c pipeliner, key str
 		}
 	} else if msg := err.Error(); writeRefusedForState(msg) || readOnlyReplica(msg) {
 		scriptFailed("eval", msg)
-	} else if !errors.Is(err, redis.Nil) {
+	} else if !errors.Is(err, redis.Nil) && (s.cluster || !movedAnswer(err)) {
 		nc.Refused = append(nc.Refused, Refusal{Command: "eval", Keys: keys, Reason: "the probe script failed: " + err.Error()})
 	}
 	s.readPolicy(&nc, info, conf)
+	if !s.cluster && (nc.mode == "cluster" || movedAnswer(mg.Err(), ev.Err(), evsha.Err())) {
+		// Keys on other masters answer MOVED: whether the probe key's
+		// did is chance, so the mode decides where INFO is allowed.
+		nc.Refused = append(nc.Refused, Refusal{Command: "info", Reason: "the server is a node of a Redis Cluster, reached as a single server", Kind: RefusedClusterNode})
+	}
 	return nc
+}
+
+// movedAnswer reports whether any of errs is a cluster's redirection.
+func movedAnswer(errs ...error) bool {
+	for _, err := range errs {
+		if err != nil && (strings.HasPrefix(err.Error(), "MOVED ") || strings.HasPrefix(err.Error(), "ASK ")) {
+			return true
+		}
+	}
+	return false
+}
+
+// sentinelMode reports whether INFO's answer is a Sentinel's.
+func sentinelMode(info *redis.Cmd) bool {
+	text, err := info.Text()
+	return err == nil && (strings.Contains(text, "redis_mode:sentinel") || strings.Contains(text, "server_mode:sentinel"))
 }
 
 // setupRefused returns nc with its error made a refusal when the server
@@ -387,6 +445,7 @@ func (s *Store) readPolicy(nc *NodeCheck, info, conf *redis.Cmd) {
 		if version != "" {
 			nc.Server = name + " " + version
 		}
+		nc.mode = cmp.Or(fields["redis_mode"], fields["server_mode"]) // Valkey names it server_mode
 		nc.EvictionPolicy = fields["maxmemory_policy"]
 		if n, err := strconv.ParseInt(fields["maxmemory"], 10, 64); err == nil {
 			nc.MaxMemory = n

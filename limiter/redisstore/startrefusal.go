@@ -72,6 +72,9 @@ func (e *RefusedError) Error() string {
 	for i, r := range e.Refused {
 		rs[i] = r.String()
 	}
+	if len(e.Refused) == 1 && e.Refused[0].Kind.wrongKind() {
+		return fmt.Sprintf("%s at %s is the wrong kind of server for the settings: %s", what, e.Node, rs[0])
+	}
 	for _, r := range e.Refused {
 		if r.Kind == RefusedByACL {
 			return fmt.Sprintf("%s at %s refused %s what the store needs: %s", what, e.Node, user, strings.Join(rs, "; "))
@@ -214,7 +217,39 @@ func (c *Config) CheckSentinels(ctx context.Context) []NodeCheck {
 		}(&out[i])
 	}
 	wg.Wait()
+	wrongTopology(out, c.SentinelMaster)
 	return out
+}
+
+// wrongTopology makes refusals of the sentinels' answers that say the
+// config names the wrong thing, when no sentinel named a master: servers
+// that know no SENTINEL command are no sentinels, and sentinels that all
+// answer nil watch no master of that name. Either is waited out forever,
+// every send going to on_error. While one sentinel names the master the
+// others' answers are left as they are: go-redis asks that one.
+func wrongTopology(sentinels []NodeCheck, master string) {
+	for _, nc := range sentinels {
+		if nc.Server != "" || len(nc.Refused) > 0 {
+			return
+		}
+	}
+	for i := range sentinels {
+		nc := &sentinels[i]
+		switch {
+		case errors.Is(nc.Err, redis.Nil):
+			nc.Refused = []Refusal{{Command: "sentinel|get-master-addr-by-name", Reason: fmt.Sprintf("no master named %q", master), Kind: RefusedUnknownMaster}}
+			nc.Err = nil
+		case unknownCommand(nc.Err):
+			nc.Refused = []Refusal{{Command: "sentinel", Reason: nc.Err.Error() + " (the server is no Sentinel)", Kind: RefusedNotSentinel}}
+			nc.Err = nil
+		}
+	}
+}
+
+// unknownCommand reports whether err is a server's answer that it knows
+// no such command.
+func unknownCommand(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "ERR unknown command")
 }
 
 // ErrUntrustedCertificate is a server's certificate that failed this
