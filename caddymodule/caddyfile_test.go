@@ -192,6 +192,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"name twice", "frequency_cap {\n\tname a\n\tname b" + valid + "\n}", "name already specified", 3},
 		{"bad name", "frequency_cap {\n\tname \"my caps\"" + valid + "\n}", `name "my caps"`, 2},
 		{"bad redis url", "frequency_cap {\n\tredis http://x:1" + valid + "\n}", `redis url "http://x:1"`, 2},
+		{"redis url hides its password", "frequency_cap {\n\tredis redis://:Top/Secret@h:1/0" + valid + "\n}", `redis://<user and password hidden>@h:1/0 does not parse`, 2},
+		{"two addresses, neither cluster nor sentinels", "frequency_cap {\n\tredis {\n\t\taddress a:1 b:1\n\t}" + valid + "\n}", "several addresses are a cluster's nodes", 4},
 		{"name without value", "frequency_cap {\n\tname" + valid + "\n}", "wrong argument count", 2},
 		{"bad on_error", "frequency_cap {\n\ton_error maybe" + valid + "\n}", "on_error must be allow, deny or local", 2},
 		{"bad on_missing", "frequency_cap {\n\ton_missing ignore" + valid + "\n}", "on_missing must be reject or skip", 2},
