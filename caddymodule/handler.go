@@ -243,6 +243,9 @@ type Handler struct {
 	store    limiter.Store
 	storeKey string
 	localKey string // on_error local's store, or ""
+	// keySpace names the keys its store writes, however the config spells
+	// the server (see keySpaces).
+	keySpace string
 	logger   *zap.Logger
 	metrics  *handlerMetrics
 	warns    *storeWarnings

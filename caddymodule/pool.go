@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
@@ -108,7 +109,12 @@ func (h *Handler) acquireStore(cfg *redisstore.Config) error {
 	}
 	h.storeKey = key
 	h.store = v.(*pooledStore).store
-	h.warnSharedKeys(v.(*pooledStore).add(h.Name, h.keyHeads()))
+	v.(*pooledStore).add(h.Name, h.keyHeads())
+	h.keySpace = "memory|" + h.KeyPrefix
+	if cfg != nil {
+		h.keySpace = cfg.KeySpace(h.KeyPrefix)
+	}
+	h.warnSharedKeys(keySpaces.add(h.keySpace, h.Name, h.keyHeads()))
 	if cfg != nil && h.hasLease() {
 		if err := h.acquireLeases(key); err != nil {
 			return err
@@ -148,6 +154,42 @@ func (h *Handler) keyHeads() []string {
 		heads = append(heads, r.By[0])
 	}
 	return heads
+}
+
+// keySpaces are the cap sets by the keys they write (a store's server and
+// db, or the memory store, and a key prefix): two configs that spell one
+// server otherwise (a URL and an address, localhost and 127.0.0.1, other
+// timeouts) are pooled apart, yet count in the same keys.
+var keySpaces = &keySpaceUsers{m: map[string]*storeUsers{}}
+
+type keySpaceUsers struct {
+	mu sync.Mutex
+	m  map[string]*storeUsers
+}
+
+// add counts a cap set named name in space and returns the other cap sets
+// there whose rules start with the same dimensions (see storeUsers.add).
+func (ks *keySpaceUsers) add(space, name string, heads []string) map[string][]string {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	u := ks.m[space]
+	if u == nil {
+		u = &storeUsers{}
+		ks.m[space] = u
+	}
+	return u.add(name, heads)
+}
+
+// remove uncounts one cap set named name in space; harmless for none.
+func (ks *keySpaceUsers) remove(space, name string) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if u := ks.m[space]; u != nil {
+		u.remove(name)
+		if len(u.userNames()) == 0 {
+			delete(ks.m, space)
+		}
+	}
 }
 
 // warnSharedKeys warns that other cap sets on the same store and key
@@ -214,6 +256,7 @@ func (h *Handler) releaseStore() error {
 	if p := pooled(key); p != nil {
 		p.remove(h.Name)
 	}
+	keySpaces.remove(h.keySpace, h.Name)
 	var err error
 	if strings.HasPrefix(key, "redis|") && h.hasLease() {
 		// Before the Redis store: its Close gives the blocks back there.

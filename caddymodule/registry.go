@@ -48,7 +48,7 @@ func (h *Handler) register(load any) (*capset.CapSet, error) {
 	}
 	switch err := capset.Register(cs, load, string(signature), h.Name != DefaultName); {
 	case errors.Is(err, capset.ErrSameName):
-		h.logger.Warn("several frequency_cap cap sets without a name, with other settings: the admin API and the console cannot tell them apart (they answer 409 for "+DefaultName+"), nor can the metrics; give each a name", zap.String("name", h.Name))
+		h.logger.Warn("several frequency_cap cap sets without a name, with other settings: the admin API and the console cannot tell them apart (they answer 409 for "+DefaultName+"), nor can the metrics, and on one store and key_prefix the rules of each that start with the same dimension count the other's sends; give each a name, and each a key_prefix unless sharing counts is meant", zap.String("name", h.Name))
 	case err != nil:
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/freqcap/caddy-freqcap/limiter"
+	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
 // A cap set's key heads are the first dimensions its counting rules keep
@@ -94,5 +96,51 @@ func TestProvisionRecordsKeyHeads(t *testing.T) {
 	})
 	if !found {
 		t.Fatal("no pooled store for the cap sets")
+	}
+}
+
+// One Redis spelled two ways (a URL and an address, localhost and
+// 127.0.0.1, other timeouts) is two pooled stores but one key space: the
+// warning names the cap sets that share keys there (before, nothing
+// warned, and each counted the other's sends). Another db or prefix is
+// another key space.
+func TestKeySpaceSpelledOtherwise(t *testing.T) {
+	spaces := map[string]string{
+		`{"url": "redis://127.0.0.1:6399/5"}`:                                  "",
+		`{"addresses": ["localhost:6399"], "db": 5, "timeout": 200000000}`:     "",
+		`{"addresses": ["LOCALHOST:6399"], "db": 5, "pool_size": 7}`:           "",
+		`{"addresses": ["127.0.0.1:6399"], "db": 4}`:                           "db 4",
+		`{"addresses": ["127.0.0.1:6400"], "db": 5}`:                           "port 6400",
+		`{"addresses": ["127.0.0.1:6399", "127.0.0.2:6399"], "cluster": true}`: "cluster",
+		`{"addresses": ["127.0.0.2:6399", "127.0.0.1:6399"], "cluster": true}`: "cluster",
+	}
+	got := map[string]string{}
+	for js, want := range spaces {
+		var cfg redisstore.Config
+		if err := json.Unmarshal([]byte(js), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		space := cfg.KeySpace("freqcap:")
+		if other, ok := got[want]; ok && other != space {
+			t.Errorf("%s: key space %s, want %s's", js, space, want)
+		}
+		got[want] = space
+	}
+	if len(got) != 4 {
+		t.Errorf("%d key spaces, want 4 (%v)", len(got), got)
+	}
+
+	ks := &keySpaceUsers{m: map[string]*storeUsers{}}
+	ks.add(got[""], "push", []string{"recipient"})
+	if shared := ks.add(got[""], "sms", []string{"recipient"}); len(shared["push"]) != 1 {
+		t.Errorf("sms on the same Redis spelt otherwise shares %v, want recipient with push", shared)
+	}
+	if shared := ks.add(got["db 4"], "mail", []string{"recipient"}); shared != nil {
+		t.Errorf("mail on db 4 shares %v", shared)
+	}
+	ks.remove(got[""], "push")
+	ks.remove(got[""], "sms")
+	if _, ok := ks.m[got[""]]; ok {
+		t.Error("a key space whose cap sets are gone is kept")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -266,4 +267,31 @@ func CheckURL(raw string) error {
 	}
 	return fmt.Errorf("%s://<user and password hidden>@%s does not parse as a URL; a password with / # ? %% @ or : in it must be percent-encoded there, or given with the password subdirective (JSON: password)",
 		scheme, rest[at+1:])
+}
+
+// KeySpace names the keys a store of this config writes under prefix,
+// however the config spells its server: a URL or an address, localhost
+// or 127.0.0.1, addresses in any order. Two configs of one key space
+// count in the same keys.
+func (c *Config) KeySpace(prefix string) string {
+	db := c.DB
+	if c.URL != "" {
+		if opt, err := redis.ParseURL(c.URL); err == nil {
+			db = opt.DB
+		}
+	}
+	addrs := slices.Clone(c.addresses())
+	for i, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil {
+			continue
+		}
+		host = strings.ToLower(host)
+		if host == "localhost" || host == "::1" {
+			host = "127.0.0.1"
+		}
+		addrs[i] = net.JoinHostPort(host, port)
+	}
+	slices.Sort(addrs)
+	return fmt.Sprintf("redis|%s|%d|%s|%s", c.SentinelMaster, db, strings.Join(addrs, ","), prefix)
 }
