@@ -12,15 +12,17 @@ import (
 // condition, one entry per topic it names; {fcm_topic.message.topic} an
 // FCM topic field, without the "/topics/" prefix the Admin SDKs strip;
 // {email.personalizations.*.to.*.email} an email address, as the mailbox
-// it names (trimmed, in lower case).
+// it names (trimmed, in lower case); {device_token.notifications.*.tokens.*}
+// a device token, an APNs one in lower case.
 var readers = map[string]*jsonbatch.Reader{
 	jsonbatch.FCMTopics.Name:    jsonbatch.FCMTopics,
 	jsonbatch.FCMTopic.Name:     jsonbatch.FCMTopic,
 	jsonbatch.EmailAddress.Name: jsonbatch.EmailAddress,
+	jsonbatch.DeviceToken.Name:  jsonbatch.DeviceToken,
 }
 
 // readerNames are the readers' placeholder names, for messages.
-const readerNames = "{fcm_topics.<path>}, {fcm_topic.<path>} or {email.<path>}"
+const readerNames = "{fcm_topics.<path>}, {fcm_topic.<path>}, {email.<path>} or {device_token.<path>}"
 
 // hasReader reports whether expr uses a reader's placeholder.
 func hasReader(expr string) bool {
@@ -163,6 +165,17 @@ func lookupForm(expr string) func(string) (string, error) {
 	email := len(placeholderArgs(expr, jsonbatch.EmailAddress.Name)) > 0
 	topics := len(placeholderArgs(expr, jsonbatch.FCMTopic.Name))+len(placeholderArgs(expr, jsonbatch.FCMTopics.Name)) > 0
 	plain := len(placeholderArgs(expr, "json")) > 0
+	if len(placeholderArgs(expr, jsonbatch.DeviceToken.Name)) > 0 && !email {
+		// An APNs token is looked up in lower case; a topic given for the
+		// same dimension without its /topics/ prefix (no topic name is an
+		// APNs token).
+		return func(v string) (string, error) {
+			if topics {
+				v = strings.TrimPrefix(v, "/topics/")
+			}
+			return jsonbatch.DeviceTokenKey(v), nil
+		}
+	}
 	one := func(r *jsonbatch.Reader) func(string) (string, error) {
 		return func(v string) (string, error) {
 			got, err := r.Read(v)

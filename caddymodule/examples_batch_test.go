@@ -131,6 +131,19 @@ func testGorushGateway(t *testing.T, path string) {
 			t.Errorf("%s: capped %v, want %v; %s", n, got, want, a.body)
 		}
 	}
+	// An iOS token upper-cased is the same device (APNs reads its hex
+	// either way): the repeat is capped.
+	ios := strings.Repeat("0a1b2c3d", 7) + fmt.Sprintf("%08x", uint32(time.Now().UnixNano()))
+	for i, tok := range []string{ios, strings.ToUpper(ios)} {
+		a := g.post("/api/push", "application/json", fmt.Sprintf(`{"notifications":[{"tokens":[%q],"platform":1,"message":"ios sale"}]}`, tok))
+		want := []string{tok}
+		if i == 0 {
+			want = nil
+		}
+		if got := cappedBy(gorushOf(t, a), "same_message_10m"); !slices.Equal(got, want) {
+			t.Errorf("iOS token %s: capped %v, want %v; %s", tok, got, want, a.body)
+		}
+	}
 }
 
 // testSendgridMail (the test's upstream answers 200 where SendGrid

@@ -59,7 +59,7 @@ func checkBraces(expr string) error {
 
 // bodyPlaceholders are the module's placeholders that read a field of
 // the body: each needs a path (a form field's name) after its dot.
-var bodyPlaceholders = []string{"json", "form", jsonbatch.FCMTopics.Name, jsonbatch.FCMTopic.Name, jsonbatch.EmailAddress.Name}
+var bodyPlaceholders = []string{"json", "form", jsonbatch.FCMTopics.Name, jsonbatch.FCMTopic.Name, jsonbatch.EmailAddress.Name, jsonbatch.DeviceToken.Name}
 
 // checkBodyPaths refuses a body placeholder without a path, or whose
 // path does not parse ({json}, {json.}, {json..to}, {json.to.}), and a

@@ -114,6 +114,9 @@ func placeholderWords(expr string) string {
 
 // keyWords is one placeholder's key in words.
 func keyWords(key string) string {
+	if rest, ok := strings.CutPrefix(key, "lower."); ok && rest != "" {
+		return "lower case of " + keyWords(rest)
+	}
 	for _, w := range [...]struct{ prefix, words string }{
 		{"http.request.header.", "header "},
 		{"header.", "header "},
@@ -122,6 +125,7 @@ func keyWords(key string) string {
 		{"fcm_topics.", "FCM condition topics of JSON "},
 		{"fcm_topic.", "FCM topic of JSON "},
 		{"email.", "email address of JSON "},
+		{"device_token.", "device token of JSON "},
 		{"http.request.uri.query.", "query "},
 		{"query.", "query "},
 		{"http.request.cookie.", "cookie "},

@@ -98,7 +98,14 @@ func gorushFailed(b *jsonbatch.Batch, c *jsonbatch.Capped) gorushLog {
 	if c.Position < 0 || c.Position >= len(b.Entries) {
 		return l
 	}
-	l.Token = b.Entries[c.Position].Text
+	e := &b.Entries[c.Position]
+	l.Token = e.Text
+	// A token counted in lower case ({device_token.*}: an APNs one) is
+	// reported as sent, which is what the sender looks its token up by.
+	var sent string
+	if e.End <= len(b.Doc) && json.Unmarshal(b.Doc[e.Start:e.End], &sent) == nil && sent != e.Text && strings.EqualFold(sent, e.Text) {
+		l.Token = sent
+	}
 	if b.Single() {
 		return l // an object read as an array of it: not gorush's shape
 	}
