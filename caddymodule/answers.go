@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -195,11 +196,39 @@ func setQuotaHeaders(h http.Header, d *limiter.Decision, resetIsTime bool) {
 	h["X-Ratelimit-Reset"] = values[4:5:5]
 }
 
-// dropQuotaHeaders takes the quota fields off an answer (see
-// setQuotaHeaders).
-func dropQuotaHeaders(h http.Header) {
-	for _, k := range [...]string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"} {
-		delete(h, k)
+// quotaFields are the fields setQuotaHeaders sets, canonical.
+var quotaFields = [...]string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"}
+
+// ownQuota is a copy of the quota fields h holds, before the upstream
+// answers: the gateway's own (see setQuotaHeaders).
+func ownQuota(h http.Header) http.Header {
+	own := http.Header{}
+	for _, k := range quotaFields {
+		if vs := h[k]; len(vs) > 0 {
+			own[k] = slices.Clone(vs)
+		}
+	}
+	return own
+}
+
+// dropOwnQuota takes the gateway's own quota fields (own, see ownQuota)
+// off an answer, and leaves the ones the upstream added: a provider's
+// X-RateLimit-Reset on its 429 is its word, not the gateway's.
+func dropOwnQuota(h, own http.Header) {
+	for k, mine := range own {
+		kept := h[k][:0:0]
+		for _, v := range h[k] {
+			if i := slices.Index(mine, v); i >= 0 {
+				mine = slices.Delete(slices.Clone(mine), i, i+1)
+				continue
+			}
+			kept = append(kept, v)
+		}
+		if len(kept) == 0 {
+			delete(h, k)
+		} else {
+			h[k] = kept
+		}
 	}
 }
 

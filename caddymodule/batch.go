@@ -243,8 +243,16 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	var status int
 	var err error
+	refunds := len(h.refundOn) > 0 && len(ids) > 0
+	var own http.Header
+	if refunds {
+		own = ownQuota(w.Header())
+	}
 	if splice != nil {
-		sw := &spliceWriter{ResponseWriter: w, refunded: h.refunds}
+		sw := &spliceWriter{ResponseWriter: w}
+		if refunds {
+			sw.refunded, sw.own = h.refunds, own
+		}
 		err = next.ServeHTTP(sw, r)
 		status = sw.status
 		switch {
@@ -259,7 +267,10 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 			h.metrics.spliceFailures.Inc()
 		}
 	} else {
-		rec := newStatusRecorder(w, h.refunds)
+		rec := newStatusRecorder(w, nil)
+		if refunds {
+			rec.refunded, rec.own = h.refunds, own
+		}
 		err = next.ServeHTTP(rec, r)
 		status = rec.status
 	}
@@ -267,6 +278,10 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 		status = http.StatusOK
 	}
 	if len(h.refundOn) > 0 && (err != nil || matchesAny(h.refundOn, status)) {
+		if refunds && err != nil && status == 0 {
+			// Caddy answers the error on w, its quota fields still on.
+			dropOwnQuota(w.Header(), own)
+		}
 		h.refundAll(r, ids)
 	}
 	return err

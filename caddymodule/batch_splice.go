@@ -23,8 +23,10 @@ type spliceWriter struct {
 	// held went out, and the rest goes straight through.
 	passing bool
 	// refunded tells the statuses whose sends are given back: their
-	// answer goes out without the quota fields (see statusRecorder).
+	// answer goes out without the gateway's quota fields, own (see
+	// statusRecorder).
 	refunded func(status int) bool
+	own      http.Header
 }
 
 // WriteHeader implements http.ResponseWriter; 1xx answers go through.
@@ -41,7 +43,7 @@ func (s *spliceWriter) WriteHeader(code int) {
 func (s *spliceWriter) final(code int) {
 	s.status = code
 	if s.refunded != nil && s.refunded(code) {
-		dropQuotaHeaders(s.Header())
+		dropOwnQuota(s.Header(), s.own)
 	}
 }
 

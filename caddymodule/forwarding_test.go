@@ -104,7 +104,11 @@ func TestRefund(t *testing.T) {
 			}
 		}
 		for i := 0; i < 3; i++ {
-			expectStatus(t, g.send("/dead", msg), http.StatusBadGateway)
+			a := g.send("/dead", msg)
+			expectStatus(t, a, http.StatusBadGateway)
+			if v := a.header.Get("X-RateLimit-Remaining") + a.header.Get("RateLimit"); v != "" {
+				t.Fatalf("send %d to a dead upstream, refunded, carries quota fields: %s", i, v)
+			}
 		}
 		first := g.send("/v1/send", msg, "X-Want-Status: 404")
 		expectStatus(t, first, http.StatusNotFound)
@@ -178,4 +182,38 @@ func TestNoRefundWhenTheSenderHangsUp(t *testing.T) {
 		t.Fatalf("after a hang-up and one send: remaining %s, want 0 (the abandoned send counted)", got)
 	}
 	expectStatus(t, g.send("/v1/send", map[string]any{"to": "dave"}), http.StatusTooManyRequests)
+}
+
+// A refunded answer loses the gateway's quota fields but keeps the
+// upstream's own: a provider's 429 with its X-RateLimit-Reset, refunded
+// under refund_on 429, still tells the sender when the provider takes
+// more.
+func TestRefundKeepsTheUpstreamsQuota(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-RateLimit-Reset", "1700000000")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer up.Close()
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		key_prefix %s
+		refund_on  429
+		dimension recipient {json.to}
+		rule two {
+			by     recipient
+			limit  2
+			window 1m
+		}
+	}
+	reverse_proxy %s`, testPrefix(), strings.TrimPrefix(up.URL, "http://")))
+	for i := 0; i < 3; i++ {
+		a := g.send("/v1/send", map[string]any{"to": "erin"})
+		expectStatus(t, a, http.StatusTooManyRequests)
+		if got := a.header.Values("X-RateLimit-Reset"); len(got) != 1 || got[0] != "1700000000" {
+			t.Errorf("send %d: X-RateLimit-Reset %q, want the provider's alone", i, got)
+		}
+		if v := a.header.Get("X-RateLimit-Remaining") + a.header.Get("RateLimit"); v != "" {
+			t.Errorf("send %d, refunded, carries the gateway's quota: %s", i, v)
+		}
+	}
 }

@@ -606,6 +606,11 @@ func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next c
 		status = http.StatusOK
 	}
 	noAnswer := err != nil && (body == nil || !body.brokeOff.Load())
+	if noAnswer && rec.status == 0 {
+		// Caddy answers the error (a 502) on w, its quota fields still
+		// on: none came from an upstream.
+		dropOwnQuota(w.Header(), rec.own)
+	}
 	if noAnswer || matchesAny(h.refundOn, status) {
 		h.refund(r, d.ID())
 	}

@@ -52,14 +52,19 @@ type statusRecorder struct {
 	*caddyhttp.ResponseWriterWrapper
 	status int
 	// refunded, when set, tells the statuses whose send is given back:
-	// their answer goes out without the quota fields, which count the
-	// send and would hold a client back that the next send is not
-	// refused to.
+	// their answer goes out without the gateway's quota fields (own),
+	// which count the send and would hold a client back that the next
+	// send is not refused to.
 	refunded func(status int) bool
+	own      http.Header
 }
 
 func newStatusRecorder(w http.ResponseWriter, refunded func(int) bool) *statusRecorder {
-	return &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, refunded: refunded}
+	s := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, refunded: refunded}
+	if refunded != nil {
+		s.own = ownQuota(w.Header())
+	}
+	return s
 }
 
 // WriteHeader implements http.ResponseWriter; 1xx answers are not final.
@@ -74,7 +79,7 @@ func (s *statusRecorder) WriteHeader(code int) {
 func (s *statusRecorder) final(code int) {
 	s.status = code
 	if s.refunded != nil && s.refunded(code) {
-		dropQuotaHeaders(s.Header())
+		dropOwnQuota(s.Header(), s.own)
 	}
 }
 

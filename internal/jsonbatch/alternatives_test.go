@@ -273,14 +273,22 @@ func TestFCMConditionTopics(t *testing.T) {
 		{cond: `"a" in topics`, want: []string{"a"}},
 		{cond: "'a' in topics && ('b' in topics || 'c' in topics)", want: []string{"a", "b", "c"}},
 		{cond: "  ( ( 'c' in topics||'b' in topics ) &&'a'  in\ttopics )  ", want: []string{"c", "b", "a"}},
-		// A topic under a negation only is no audience, unless all are;
-		// a double negation is none.
+		// A topic every mention of which is a negated conjunct of the
+		// whole is no audience, unless all are; a double negation is
+		// none.
 		{cond: "!('a' in topics) && !!'b-_.~%9' in topics", want: []string{"b-_.~%9"}},
 		{cond: "'a' in topics && !('b' in topics)", want: []string{"a"}},
-		{cond: "!(!('a' in topics) && 'b' in topics) && 'c' in topics", want: []string{"a", "c"}},
+		{cond: "!(!('a' in topics) && 'b' in topics) && 'c' in topics", want: []string{"a", "b", "c"}},
 		{cond: "'b' in topics || !('a' in topics) || 'a' in topics", want: []string{"b", "a"}},
 		{cond: "!('a' in topics || 'b' in topics)", want: []string{"a", "b"}},
 		{cond: "!('a' in topics)", want: []string{"a"}},
+		// A negation that is no conjunct of the whole, or of more than
+		// one topic, may reach a topic's subscribers: it counts.
+		{cond: "'zzz' in topics || !('a' in topics && 'zzz' in topics)", want: []string{"zzz", "a"}},
+		{cond: "'c' in topics || !('a' in topics && 'b' in topics)", want: []string{"c", "a", "b"}},
+		{cond: "('a' in topics && !('b' in topics)) || 'c' in topics", want: []string{"a", "b", "c"}},
+		{cond: "'a' in topics && ('c' in topics && !(('b' in topics)))", want: []string{"a", "c"}},
+		{cond: "'a' in topics && !('b' in topics) && 'b' in topics", want: []string{"a", "b"}},
 		{cond: "'a' in topics || 'a' in topics", want: []string{"a"}},
 		{cond: "'新闻' in topics && 'x新' in topics", want: []string{"新闻", "x新"}},
 		{cond: "'a' in topics新", err: "in topics"},

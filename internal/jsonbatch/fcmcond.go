@@ -3,7 +3,6 @@ package jsonbatch
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -63,11 +62,9 @@ const maxConditionDepth = 32
 
 // FCMConditionTopics returns the topics that an FCM message's condition
 // names, each once, in the order they first appear: "'a' in topics &&
-// ('b' in topics || 'c' in topics)" names a, b and c. A topic named only
-// under a negation is left out, its subscribers being spared the message
-// ("'a' in topics && !('b' in topics)" is a's alone; "!!" is no
-// negation), unless every topic is negated: then every one counts. The
-// grammar is
+// ('b' in topics || 'c' in topics)" names a, b and c. A topic the
+// message spares is left out (see audience): "'a' in topics && !('b' in
+// topics)" is a's alone. The grammar is
 // FCM's:
 //
 //	cond  = or
@@ -85,7 +82,7 @@ const maxConditionDepth = 32
 // gorush passes its conditions on); FCM refuses them itself.
 func FCMConditionTopics(cond string) ([]string, error) {
 	c := condParser{s: cond}
-	c.or(0)
+	root := c.or(0)
 	if c.err == nil {
 		c.space()
 		if c.i < len(c.s) {
@@ -95,29 +92,73 @@ func FCMConditionTopics(cond string) ([]string, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	if len(c.topics) == 0 {
-		// Every topic is negated ("!('a' in topics)"): whom that reaches
-		// is no topic's audience, so each topic named counts, as a cap
-		// errs towards counting.
-		return c.negated, nil
+	return audience(root), nil
+}
+
+// condNode is a parsed condition: a topic ('t', name), a negation ('!'),
+// or the and ('&') or or ('|') of kids. Parentheses leave no node.
+type condNode struct {
+	op   byte
+	name string
+	kids []*condNode
+}
+
+// audience returns the topics root names, each once in the order they
+// first appear, but those whose subscribers it spares: a topic whose
+// every mention is a negated conjunct of the whole condition (root is
+// "… && !('t' in topics)", so no subscriber of t gets the message).
+// Any other negation may still reach a topic's subscribers ("!('a' in
+// topics && 'b' in topics)" reaches a's outside b), so it counts. When
+// every topic would be left out, all count: whom such a condition reaches
+// is no topic's audience, and a cap errs towards counting.
+func audience(root *condNode) []string {
+	var all []string
+	mentions := map[string]int{}
+	var walk func(n *condNode)
+	walk = func(n *condNode) {
+		if n.op == 't' {
+			if mentions[n.name] == 0 {
+				all = append(all, n.name)
+			}
+			mentions[n.name]++
+		}
+		for _, k := range n.kids {
+			walk(k)
+		}
 	}
-	return c.topics, nil
+	walk(root)
+	spared := map[string]int{}
+	var conjuncts func(n *condNode)
+	conjuncts = func(n *condNode) {
+		switch {
+		case n.op == '&':
+			for _, k := range n.kids {
+				conjuncts(k)
+			}
+		case n.op == '!' && n.kids[0].op == 't':
+			spared[n.kids[0].name]++
+		}
+	}
+	conjuncts(root)
+	var out []string
+	for _, t := range all {
+		if spared[t] < mentions[t] {
+			out = append(out, t)
+		}
+	}
+	if len(out) == 0 {
+		return all
+	}
+	return out
 }
 
 var errEmptyCondition = errors.New("empty topic condition")
 
 // condParser is one recursive-descent parse of a condition.
 type condParser struct {
-	s string
-	i int
-	// topics are those named under an even number of negations, whose
-	// subscribers the message may reach through them; negated those
-	// named under an odd number, whose subscribers it reaches only
-	// through another topic ("'a' in topics && !('b' in topics)" reaches
-	// none of b's). not tells which the parse is in.
-	topics, negated []string
-	negating        bool
-	err             error
+	s   string
+	i   int
+	err error
 }
 
 func (c *condParser) fail(want string) {
@@ -147,53 +188,64 @@ func (c *condParser) op(tok string) bool {
 	return false
 }
 
-func (c *condParser) or(depth int) {
-	for c.and(depth); c.err == nil && c.op("||"); {
-		c.and(depth)
+func (c *condParser) or(depth int) *condNode {
+	n := c.and(depth)
+	for c.err == nil && c.op("||") {
+		if n.op != '|' {
+			n = &condNode{op: '|', kids: []*condNode{n}}
+		}
+		n.kids = append(n.kids, c.and(depth))
 	}
+	return n
 }
 
-func (c *condParser) and(depth int) {
-	for c.not(depth); c.err == nil && c.op("&&"); {
-		c.not(depth)
+func (c *condParser) and(depth int) *condNode {
+	n := c.not(depth)
+	for c.err == nil && c.op("&&") {
+		if n.op != '&' {
+			n = &condNode{op: '&', kids: []*condNode{n}}
+		}
+		n.kids = append(n.kids, c.not(depth))
 	}
+	return n
 }
 
-func (c *condParser) not(depth int) {
+// not returns a node even on an error (c.err), so that callers need not
+// check for nil.
+func (c *condParser) not(depth int) *condNode {
 	if depth > maxConditionDepth {
 		c.err = fmt.Errorf("topic condition nests deeper than %d", maxConditionDepth)
-		return
+		return &condNode{}
 	}
 	c.space()
 	if c.i >= len(c.s) {
 		if len(c.s) == 0 {
 			c.err = errEmptyCondition
-			return
+			return &condNode{}
 		}
 		c.fail("a topic, ! or (")
-		return
+		return &condNode{}
 	}
 	switch c.s[c.i] {
 	case '!':
 		c.i++
-		c.negating = !c.negating
-		c.not(depth + 1)
-		c.negating = !c.negating
+		return &condNode{op: '!', kids: []*condNode{c.not(depth + 1)}}
 	case '(':
 		c.i++
-		c.or(depth + 1)
+		n := c.or(depth + 1)
 		if c.err == nil && !c.op(")") {
 			c.fail(")")
 		}
+		return n
 	case '\'', '"':
-		c.topic()
-	default:
-		c.fail("a topic, ! or (")
+		return c.topic()
 	}
+	c.fail("a topic, ! or (")
+	return &condNode{}
 }
 
 // topic reads "'name' in topics".
-func (c *condParser) topic() {
+func (c *condParser) topic() *condNode {
 	q := c.s[c.i]
 	c.i++
 	start := c.i
@@ -206,21 +258,15 @@ func (c *condParser) topic() {
 	}
 	if c.i == start || c.i >= len(c.s) || c.s[c.i] != q {
 		c.fail("a topic name ([a-zA-Z0-9-_.~%]+) and its closing quote")
-		return
+		return &condNode{}
 	}
 	name := c.s[start:c.i]
 	c.i++
 	if !c.word("in", true) || !c.word("topics", false) {
 		c.fail("in topics")
-		return
+		return &condNode{}
 	}
-	list := &c.topics
-	if c.negating {
-		list = &c.negated
-	}
-	if !slices.Contains(*list, name) {
-		*list = append(*list, name)
-	}
+	return &condNode{op: 't', name: name}
 }
 
 // word consumes w after optional spaces; with sep, it must be followed by

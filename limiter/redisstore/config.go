@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -265,8 +266,13 @@ func CheckURL(raw string) error {
 	if !ok || at < 0 {
 		return fmt.Errorf("%q: %w", raw, err) // no userinfo to hide
 	}
-	return fmt.Errorf("%s://<user and password hidden>@%s does not parse as a URL; a password with / # ? %% @ or : in it must be percent-encoded there, or given with the password subdirective (JSON: password)",
-		scheme, rest[at+1:])
+	hidden := scheme + "://<user and password hidden>@" + rest[at+1:]
+	if _, perr := url.Parse(raw); perr == nil {
+		// go-redis refused a URL that parses (a scheme, a db, an
+		// option): its reason names no password.
+		return fmt.Errorf("%s: %w", hidden, err)
+	}
+	return fmt.Errorf("%s does not parse as a URL; a password with / # ? %% @ or : in it must be percent-encoded there, or given with the password subdirective (JSON: password)", hidden)
 }
 
 // KeySpace names the keys a store of this config writes under prefix,

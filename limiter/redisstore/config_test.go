@@ -466,6 +466,18 @@ func TestCheckURLHidesThePassword(t *testing.T) {
 			t.Errorf("%s: the error shows the password: %v", raw, err)
 		}
 	}
+	// A URL that parses and that go-redis refuses keeps go-redis's
+	// reason, which names no password.
+	for raw, want := range map[string]string{
+		"redis://:s3cret@h:1/abc":               "invalid database number",
+		"http://ann:s3cret@h:1":                 "invalid URL scheme",
+		"redis://ann:s3cret@h:1?dial_timeout=x": "dial_timeout",
+	} {
+		err := CheckURL(raw)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "percent-encoded") {
+			t.Errorf("%s: %v, want go-redis's reason %q without the password", raw, err, want)
+		}
+	}
 	if err := CheckURL("redis://ann:s3cret@127.0.0.1:6379/2"); err != nil {
 		t.Errorf("a good URL: %v", err)
 	}
