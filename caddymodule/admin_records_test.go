@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"testing"
@@ -146,6 +147,17 @@ func TestAdminRecords(t *testing.T) {
 			}
 			if hashed != 1 {
 				t.Errorf("%d logs say they hold a hashed value, want 1 (the long body)", hashed)
+			}
+			// The hash shown, pasted back as the content, reads that
+			// log (it read none: "0 used" beside a refused send).
+			for _, u := range r.Rules {
+				if len(u.Hashed) == 0 {
+					continue
+				}
+				q := url.Values{"recipient": {phone}, "content": {u.Values["content"]}}
+				if got := usageOf(t, name, q.Encode())["same_content"]; got.Used != 1 {
+					t.Errorf("usage of the shown hash %s: %+v, want 1 used", u.Values["content"], got)
+				}
 			}
 
 			a := adminDo(t, http.MethodDelete, "/frequency_cap/"+name+"/records?recipient="+phone)

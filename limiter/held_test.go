@@ -29,3 +29,26 @@ func TestParseSubRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A long value as a listing shows it ("#" and its hash), given back as a
+// value, keys where the long value does, in a key and in a log id alike;
+// a value that merely starts with "#" is escaped as ever.
+func TestStoredFormKeysAsTheValue(t *testing.T) {
+	long := strings.Repeat("a long message text ", 10)
+	shown := StoredForm(long)
+	if !IsStoredHash(shown) {
+		t.Fatalf("%q is not a stored hash", shown)
+	}
+	if a, b := string(appendKey(nil, "p:", "content", long)), string(appendKey(nil, "p:", "content", shown)); a != b {
+		t.Errorf("key %q, from the shown form %q", a, b)
+	}
+	r := &Rule{Name: "r", By: []string{"recipient", "content"}}
+	if a, b := string(appendSub(nil, r, []string{"ann", long})), string(appendSub(nil, r, []string{"ann", shown})); a != b {
+		t.Errorf("log id %q, from the shown form %q", a, b)
+	}
+	for _, v := range []string{"#abc", "#" + strings.Repeat("A", 32), "#" + strings.Repeat("0", 31)} {
+		if IsStoredHash(v) || !strings.HasPrefix(string(appendValue(nil, v)), "%23") {
+			t.Errorf("%q keys as %q", v, appendValue(nil, v))
+		}
+	}
+}

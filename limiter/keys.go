@@ -57,12 +57,17 @@ func appendSub(dst []byte, r *Rule, values []string) []byte {
 }
 
 // appendValue appends v escaped, or '#' and a 128-bit hash of it when it is
-// longer than MaxValueLen.
+// longer than MaxValueLen. A value that is such a hash already (a listing
+// shows a long value so, and support staff paste it back) is kept as it
+// is: a value escapes its '#' otherwise, so no other value keys there.
 func appendValue(dst []byte, v string) []byte {
 	if len(v) > MaxValueLen {
 		sum := sha256.Sum256([]byte(v))
 		dst = append(dst, '#')
 		return hex.AppendEncode(dst, sum[:16])
+	}
+	if IsStoredHash(v) {
+		return append(dst, v...)
 	}
 	// Values are nearly always plain (ids, hashes): copy up to the first
 	// byte to escape in one piece.
@@ -97,3 +102,17 @@ var escaped = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// IsStoredHash reports whether v is a long value as the store keeps it:
+// "#" and the 32 lower-case hex digits of its hash.
+func IsStoredHash(v string) bool {
+	if len(v) != 33 || v[0] != '#' {
+		return false
+	}
+	for i := 1; i < len(v); i++ {
+		if c := v[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
