@@ -142,18 +142,7 @@ func TestNoRefundWhenTheSenderHangsUp(t *testing.T) {
 	}))
 	defer up.Close()
 	defer close(release)
-	g := startGateway(t, fmt.Sprintf(`
-	frequency_cap {
-		key_prefix %s
-		refund_on  5xx
-		dimension recipient {json.to}
-		rule two {
-			by     recipient
-			limit  2
-			window 1m
-		}
-	}
-	reverse_proxy %s`, testPrefix(), strings.TrimPrefix(up.URL, "http://")))
+	g := twoASendGateway(t, "5xx", up.URL)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url+"/v1/send", strings.NewReader(`{"to":"dave"}`))
@@ -194,18 +183,7 @@ func TestRefundKeepsTheUpstreamsQuota(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 	}))
 	defer up.Close()
-	g := startGateway(t, fmt.Sprintf(`
-	frequency_cap {
-		key_prefix %s
-		refund_on  429
-		dimension recipient {json.to}
-		rule two {
-			by     recipient
-			limit  2
-			window 1m
-		}
-	}
-	reverse_proxy %s`, testPrefix(), strings.TrimPrefix(up.URL, "http://")))
+	g := twoASendGateway(t, "429", up.URL)
 	for i := 0; i < 3; i++ {
 		a := g.send("/v1/send", map[string]any{"to": "erin"})
 		expectStatus(t, a, http.StatusTooManyRequests)
@@ -216,4 +194,21 @@ func TestRefundKeepsTheUpstreamsQuota(t *testing.T) {
 			t.Errorf("send %d, refunded, carries the gateway's quota: %s", i, v)
 		}
 	}
+}
+
+// twoASendGateway is a gateway capping each recipient at 2 sends a minute
+// under refund_on refundOn, in front of the upstream at upURL.
+func twoASendGateway(t *testing.T, refundOn, upURL string) *gateway {
+	return startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		key_prefix %s
+		refund_on  %s
+		dimension recipient {json.to}
+		rule two {
+			by     recipient
+			limit  2
+			window 1m
+		}
+	}
+	reverse_proxy %s`, testPrefix(), refundOn, strings.TrimPrefix(upURL, "http://")))
 }
