@@ -188,24 +188,19 @@ func (c *condParser) op(tok string) bool {
 	return false
 }
 
-func (c *condParser) or(depth int) *condNode {
-	n := c.and(depth)
-	for c.err == nil && c.op("||") {
-		if n.op != '|' {
-			n = &condNode{op: '|', kids: []*condNode{n}}
-		}
-		n.kids = append(n.kids, c.and(depth))
-	}
-	return n
-}
+func (c *condParser) or(depth int) *condNode  { return c.chain(depth, "||", '|', c.and) }
+func (c *condParser) and(depth int) *condNode { return c.chain(depth, "&&", '&', c.not) }
 
-func (c *condParser) and(depth int) *condNode {
-	n := c.not(depth)
-	for c.err == nil && c.op("&&") {
-		if n.op != '&' {
-			n = &condNode{op: '&', kids: []*condNode{n}}
+// chain reads term, then more of them each after tok, as one node of op
+// (a term that is a parenthesized node of op already takes the others:
+// both operators are associative).
+func (c *condParser) chain(depth int, tok string, op byte, term func(int) *condNode) *condNode {
+	n := term(depth)
+	for c.err == nil && c.op(tok) {
+		if n.op != op {
+			n = &condNode{op: op, kids: []*condNode{n}}
 		}
-		n.kids = append(n.kids, c.not(depth))
+		n.kids = append(n.kids, term(depth))
 	}
 	return n
 }
