@@ -35,6 +35,12 @@ type Check struct {
 	// only hashed. Values[0] still gives the key. Requests from traffic
 	// leave it empty.
 	Sub string
+	// StoredForms marks, bit i for Values[i], a value that may be given
+	// as the store keeps a long one ("#" and the hex of its hash, as a
+	// listing shows it): support staff paste it back to read that log.
+	// Requests from traffic leave it 0, so that no sent value passes for
+	// the hash of another.
+	StoredForms uint64
 }
 
 // Request is one decision over every rule that applies to a request.

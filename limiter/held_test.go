@@ -31,24 +31,29 @@ func TestParseSubRoundTrip(t *testing.T) {
 }
 
 // A long value as a listing shows it ("#" and its hash), given back as a
-// value, keys where the long value does, in a key and in a log id alike;
-// a value that merely starts with "#" is escaped as ever.
+// value marked as in its stored form (support staff pasting it), keys
+// where the long value does, in a key and in a log id alike; unmarked, as
+// traffic sends it, it is escaped as any value starting with "#", so no
+// sent value passes for the hash of another.
 func TestStoredFormKeysAsTheValue(t *testing.T) {
 	long := strings.Repeat("a long message text ", 10)
 	shown := StoredForm(long)
 	if !IsStoredHash(shown) {
 		t.Fatalf("%q is not a stored hash", shown)
 	}
-	if a, b := string(appendKey(nil, "p:", "content", long)), string(appendKey(nil, "p:", "content", shown)); a != b {
+	if a, b := string(appendKey(nil, "p:", "content", long, false)), string(appendKey(nil, "p:", "content", shown, true)); a != b {
 		t.Errorf("key %q, from the shown form %q", a, b)
 	}
 	r := &Rule{Name: "r", By: []string{"recipient", "content"}}
-	if a, b := string(appendSub(nil, r, []string{"ann", long})), string(appendSub(nil, r, []string{"ann", shown})); a != b {
+	if a, b := string(appendSub(nil, r, []string{"ann", long}, 0)), string(appendSub(nil, r, []string{"ann", shown}, 1<<1)); a != b {
 		t.Errorf("log id %q, from the shown form %q", a, b)
 	}
+	if KeyFor("p:", "content", shown) == KeyFor("p:", "content", long) || SubOf(r, []string{"ann", shown}) == SubOf(r, []string{"ann", long}) {
+		t.Error("an unmarked value passes for the hash of another")
+	}
 	for _, v := range []string{"#abc", "#" + strings.Repeat("A", 32), "#" + strings.Repeat("0", 31)} {
-		if IsStoredHash(v) || !strings.HasPrefix(string(appendValue(nil, v)), "%23") {
-			t.Errorf("%q keys as %q", v, appendValue(nil, v))
+		if IsStoredHash(v) || !strings.HasPrefix(string(appendValueAs(nil, v, true)), "%23") {
+			t.Errorf("%q keys as %q", v, appendValueAs(nil, v, true))
 		}
 	}
 }

@@ -11,24 +11,37 @@ import (
 const MaxValueLen = 64
 
 // KeyFor returns the store key of a rule's first dimension value.
-func KeyFor(prefix, dim, value string) string { return string(appendKey(nil, prefix, dim, value)) }
+func KeyFor(prefix, dim, value string) string {
+	return string(appendKey(nil, prefix, dim, value, false))
+}
 
 // SubOf returns the sub-log id of a rule's dimensions after the first.
-func SubOf(r *Rule, values []string) string { return string(appendSub(nil, r, values)) }
+func SubOf(r *Rule, values []string) string { return string(appendSub(nil, r, values, 0)) }
 
-// appendKey appends the key of a first dimension value to dst.
-func appendKey(dst []byte, prefix, dim, value string) []byte {
+// appendKey appends the key of a first dimension value to dst; stored: the
+// value may be given in its stored form (see Check.StoredForms).
+func appendKey(dst []byte, prefix, dim, value string, stored bool) []byte {
 	dst = append(dst, prefix...)
 	dst = append(dst, dim...)
 	dst = append(dst, '{')
-	dst = appendValue(dst, value)
+	dst = appendValueAs(dst, value, stored)
 	return append(dst, '}')
+}
+
+// appendValueAs is appendValue, but a value given in its stored form (a
+// long value's "#" and hash, as a listing shows it) is kept as it is when
+// stored says it may be.
+func appendValueAs(dst []byte, v string, stored bool) []byte {
+	if stored && IsStoredHash(v) {
+		return append(dst, v...)
+	}
+	return appendValue(dst, v)
 }
 
 // appendSub appends the sub-log id of a rule's dimensions after the first
 // (name=value pairs sorted by name, so that rules over the same set share
 // it whatever order they list them in) and of its weight.
-func appendSub(dst []byte, r *Rule, values []string) []byte {
+func appendSub(dst []byte, r *Rule, values []string, stored uint64) []byte {
 	n := len(r.By) - 1
 	var stack [8]int
 	order := stack[:0]
@@ -47,7 +60,7 @@ func appendSub(dst []byte, r *Rule, values []string) []byte {
 		}
 		dst = append(dst, r.By[i]...)
 		dst = append(dst, '=')
-		dst = appendValue(dst, values[i])
+		dst = appendValueAs(dst, values[i], i < 64 && stored&(1<<i) != 0)
 	}
 	if r.Weight != "" {
 		dst = append(dst, '$')
@@ -57,17 +70,12 @@ func appendSub(dst []byte, r *Rule, values []string) []byte {
 }
 
 // appendValue appends v escaped, or '#' and a 128-bit hash of it when it is
-// longer than MaxValueLen. A value that is such a hash already (a listing
-// shows a long value so, and support staff paste it back) is kept as it
-// is: a value escapes its '#' otherwise, so no other value keys there.
+// longer than MaxValueLen.
 func appendValue(dst []byte, v string) []byte {
 	if len(v) > MaxValueLen {
 		sum := sha256.Sum256([]byte(v))
 		dst = append(dst, '#')
 		return hex.AppendEncode(dst, sum[:16])
-	}
-	if IsStoredHash(v) {
-		return append(dst, v...)
 	}
 	// Values are nearly always plain (ids, hashes): copy up to the first
 	// byte to escape in one piece.

@@ -194,13 +194,13 @@ func (p *Plan) section(prefix string, req *Request, i int) int {
 		s := &p.Sections[p.checkSec[j]]
 		p.buf = append(p.buf, p.buf[s.k0:s.k1]...) // escaped already
 	} else {
-		p.buf = appendKey(p.buf, prefix, r.By[0], c.Values[0])
+		p.buf = appendKey(p.buf, prefix, r.By[0], c.Values[0], c.StoredForms&1 != 0)
 	}
 	k1 := len(p.buf)
 	if c.Sub != "" {
 		p.buf = append(p.buf, c.Sub...)
 	} else {
-		p.buf = appendSub(p.buf, r, c.Values)
+		p.buf = appendSub(p.buf, r, c.Values, c.StoredForms)
 	}
 	s1 := len(p.buf)
 	for j := range p.Sections {
@@ -222,7 +222,7 @@ func earlierSameLog(req *Request, i int) int {
 	c := &req.Checks[i]
 	for j := range i {
 		o := &req.Checks[j]
-		if o.Rule.Weight == c.Rule.Weight && o.Sub == c.Sub && slices.Equal(o.Rule.By, c.Rule.By) && slices.Equal(o.Values, c.Values) {
+		if o.Rule.Weight == c.Rule.Weight && o.Sub == c.Sub && o.StoredForms == c.StoredForms && slices.Equal(o.Rule.By, c.Rule.By) && slices.Equal(o.Values, c.Values) {
 			return j
 		}
 	}
@@ -235,7 +235,7 @@ func earlierSameKey(req *Request, i int) int {
 	c := &req.Checks[i]
 	for j := range i {
 		o := &req.Checks[j]
-		if o.Rule.By[0] == c.Rule.By[0] && o.Values[0] == c.Values[0] {
+		if o.Rule.By[0] == c.Rule.By[0] && o.Values[0] == c.Values[0] && o.StoredForms&1 == c.StoredForms&1 {
 			return j
 		}
 	}

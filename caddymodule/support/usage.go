@@ -539,6 +539,10 @@ func (q *usageQuery) check(cr *capset.Rule) (limiter.Check, []assumption) {
 	c := limiter.Check{Rule: cr.Rule, Values: make([]string, len(cr.Dims)), Limit: cr.LimitFallback, Cost: cr.Cost}
 	for j, di := range cr.Dims {
 		c.Values[j] = q.values[q.cs.Dims[di].Name]
+		if j < 64 && limiter.IsStoredHash(c.Values[j]) {
+			// A long value as records shows it, pasted back: its log.
+			c.StoredForms |= 1 << j
+		}
 	}
 	return c, q.given.apply(q.inputs, cr, &c)
 }
