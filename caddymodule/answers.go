@@ -216,10 +216,11 @@ func ownQuota(h http.Header) http.Header {
 // X-RateLimit-Reset on its 429 is its word, not the gateway's.
 func dropOwnQuota(h, own http.Header) {
 	for k, mine := range own {
+		mine = slices.Clone(mine) // each of ours taken off once
 		kept := h[k][:0:0]
 		for _, v := range h[k] {
 			if i := slices.Index(mine, v); i >= 0 {
-				mine = slices.Delete(slices.Clone(mine), i, i+1)
+				mine = slices.Delete(mine, i, i+1)
 				continue
 			}
 			kept = append(kept, v)

@@ -110,7 +110,7 @@ func (h *Handler) acquireStore(cfg *redisstore.Config) error {
 	h.storeKey = key
 	h.store = v.(*pooledStore).store
 	v.(*pooledStore).add(h.Name, h.keyHeads())
-	h.keySpace = "memory|" + h.KeyPrefix
+	h.keySpace = key // the memory store's key names its keys already
 	if cfg != nil {
 		h.keySpace = cfg.KeySpace(h.KeyPrefix)
 	}
