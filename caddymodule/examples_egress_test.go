@@ -132,6 +132,11 @@ func checkEgressSite(t *testing.T, host, style string, steps []egressStep) {
 	if got := steps[1].handler["answer"]; got != style {
 		t.Errorf("%s: answer %v, want %s", host, got, style)
 	}
+	// APNs delivers /3/device/ABCD… to abcd…'s device: a token counted as
+	// spelt would give each case spelling a cap of its own.
+	if dims, _ := steps[1].handler["dimensions"].(map[string]any); style == "apns" && dims["recipient"] != "{lower.http.request.uri.path.2}" {
+		t.Errorf("%s: recipient %v, want the token case-blind, {lower.http.request.uri.path.2}", host, dims["recipient"])
+	}
 	rp, _ := json.Marshal(steps[2].handler)
 	var proxy struct {
 		Dynamic struct {

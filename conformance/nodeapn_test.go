@@ -23,7 +23,7 @@ const apnsSite = `https://%s:%d {
 	frequency_cap /3/device/* {
 		name apns
 		answer apns
-		dimension recipient {http.request.uri.path.2}
+		dimension recipient {lower.http.request.uri.path.2}
 		rule recipient_minute {
 			by recipient
 			limit 2

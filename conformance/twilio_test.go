@@ -2,15 +2,20 @@ package conformance_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"testing"
 
 	"github.com/freqcap/caddy-freqcap/conformance"
 )
 
-// twilioSite is the SMS gateway: the To of each form-encoded Messages.json
+// twilioSite is the SMS gateway: the To of each form-encoded Messages
 // request is capped at 2 a minute, refused with Twilio's own 429.
 const twilioSite = `http://127.0.0.1:%d {
-	frequency_cap /2010-04-01/Accounts/*/Messages.json {
+	# Twilio creates a message at Messages, Messages.json and Messages.xml
+	# alike (the extension picks the answer's format): all are capped.
+	@messages path_regexp (?i)^/2010-04-01/Accounts/[^/]+/Messages(\.json|\.xml)?$
+	frequency_cap @messages {
 		name sms
 		answer twilio
 		dimension recipient {form.To}
@@ -104,6 +109,19 @@ func TestTwilioSDK(t *testing.T) {
 		}
 		if e.MoreInfo != "https://www.twilio.com/docs/errors/20429" {
 			t.Errorf("%s: moreInfo %q, want https://www.twilio.com/docs/errors/20429", what, e.MoreInfo)
+		}
+	}
+	// alice is at her cap: the spellings Twilio also creates a message at
+	// are capped with Messages.json, not a way around it.
+	for _, path := range []string{"Messages", "Messages.xml", "messages.JSON"} {
+		u := fmt.Sprintf("http://127.0.0.1:%d/2010-04-01/Accounts/AC0123456789abcdef0123456789abcdef/%s", port, path)
+		resp, err := http.PostForm(u, url.Values{"To": {alice}, "From": {"+15559999999"}, "Body": {"again"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("a send to alice at %s: %d, want 429: that spelling passes her cap", path, resp.StatusCode)
 		}
 	}
 	if got := mock.Count(); got[alice] != 2 || got[bob] != 1 || len(got) != 2 {

@@ -23,7 +23,7 @@ import (
 
 // apnsSite is an APNs gateway: HTTPS with HTTP/2 (Caddy's default on TLS),
 // a certificate from a test CA; each device token (the third segment of
-// /3/device/{token}, Caddy's {http.request.uri.path.2}) is capped at 2 a
+// /3/device/{token}, Caddy's {http.request.uri.path.2}, in lower case as APNs reads it) is capped at 2 a
 // minute, refused as APNs refuses: 429 {"reason":"TooManyRequests"} with
 // an apns-id.
 const apnsSite = `https://127.0.0.1:%d {
@@ -31,7 +31,7 @@ const apnsSite = `https://127.0.0.1:%d {
 	frequency_cap /3/device/* {
 		name apns
 		answer apns
-		dimension recipient {http.request.uri.path.2}
+		dimension recipient {lower.http.request.uri.path.2}
 		rule recipient_minute {
 			by recipient
 			limit 2
