@@ -45,7 +45,7 @@ func TestUnmarshalAlternativesErrors(t *testing.T) {
 		line              int
 	}{
 		{"text among alternatives", "frequency_cap {\n\tdimension t {json.a} to:{json.b}" + rule, `alternative "to:{json.b}" is not one {json.<path>}`, 2},
-		{"a header among alternatives", "frequency_cap {\n\tdimension t {json.a} {header.To}" + rule, `alternative "{header.To}"`, 2},
+		{"a header among alternatives", "frequency_cap {\n\tdimension t {json.a} {http.request.header.To}" + rule, `alternative "{http.request.header.To}"`, 2},
 		{"an alternative twice", "frequency_cap {\n\tdimension t {json.a} {json.a}" + rule, `"a" is given twice`, 2},
 		{"a bad path", "frequency_cap {\n\tdimension t {json.a} {json.b..c}" + rule, "empty segment", 2},
 		{"fcm_topics inside text", "frequency_cap {\n\tdimension t topic:{fcm_topics.a}" + rule, "must be the whole expression", 2},

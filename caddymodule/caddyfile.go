@@ -354,9 +354,17 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 		case "tls_insecure_skip_verify":
 			rc.TLSInsecureSkipVerify, err = true, noArgs(d)
 		case "timeout":
-			rc.Timeout, err = durationArg(d, "redis timeout")
+			if rc.Timeout, err = durationArg(d, "redis timeout"); err == nil {
+				if err = redisstore.CheckTimeout(sub, time.Duration(rc.Timeout)); err != nil {
+					err = d.Errf("%v", err)
+				}
+			}
 		case "dial_timeout":
-			rc.DialTimeout, err = durationArg(d, "redis dial_timeout")
+			if rc.DialTimeout, err = durationArg(d, "redis dial_timeout"); err == nil {
+				if err = redisstore.CheckTimeout(sub, time.Duration(rc.DialTimeout)); err != nil {
+					err = d.Errf("%v", err)
+				}
+			}
 		case "pool_size":
 			rc.PoolSize, err = intArg(d, "redis pool_size", 1)
 		case "script_only":
@@ -382,6 +390,13 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 	}
 	if rc.URL != "" && (len(rc.Addresses) > 0 || rc.Cluster || rc.SentinelMaster != "") {
 		return d.Err("redis url cannot be combined with address, cluster or sentinel_master")
+	}
+	if rc.URL != "" && !isPlaceholder(rc.URL) && !isPlaceholder(rc.Username) && !isPlaceholder(rc.Password) {
+		// username, password and db fill in what the url leaves out.
+		c := redisstore.Config{URL: rc.URL, Username: rc.Username, Password: rc.Password, DB: rc.DB}
+		if _, err := c.URLOptions(); err != nil {
+			return d.Errf("%v", err)
+		}
 	}
 	if rc.Cluster && rc.SentinelMaster != "" {
 		return d.Err("redis cluster and sentinel_master exclude each other")
@@ -445,7 +460,7 @@ func (h *Handler) unmarshalMaxBody(d *caddyfile.Dispenser) error {
 		return err
 	}
 	n, err := humanize.ParseBytes(s)
-	if err != nil || n == 0 || n > 1<<40 {
+	if err != nil || n == 0 || n > maxMaxBody {
 		return d.Errf("max_body %q is not a size such as 1MiB", s)
 	}
 	h.MaxBody = int64(n)

@@ -210,6 +210,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"redis without address", "frequency_cap {\n\tredis {\n\t\ttls\n\t}" + valid + "\n}", "redis needs a URL or an address", 4},
 		{"redis address without port", "frequency_cap {\n\tredis {\n\t\taddress redis\n\t}" + valid + "\n}", `redis address "redis" has no port`, 3},
 		{"redis bad timeout", "frequency_cap {\n\tredis redis://x:1 {\n\t\ttimeout soon\n\t}" + valid + "\n}", `redis timeout "soon"`, 3},
+		{"redis timeout under 1ms", "frequency_cap {\n\tredis redis://x:1 {\n\t\ttimeout 500us\n\t}" + valid + "\n}", "redis timeout 500µs is under 1ms", 3},
+		{"redis url and password that differ", "frequency_cap {\n\tredis redis://:one@x:1 {\n\t\tpassword two\n\t}" + valid + "\n}", "the url and password each give a password, and they differ", 4},
 		{"redis bad db", "frequency_cap {\n\tredis {\n\t\taddress a:1\n\t\tdb one\n\t}" + valid + "\n}", `redis db "one"`, 4},
 		{"redis native_write neither on nor off", "frequency_cap {\n\tredis {\n\t\taddress a:1\n\t\tnative_write no\n\t}" + valid + "\n}", `native_write must be on or off, not "no"`, 4},
 		{"redis url and cluster", "frequency_cap {\n\tredis redis://x:1 {\n\t\tcluster\n\t}" + valid + "\n}", "url cannot be combined", 4},

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -208,6 +209,15 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 	if err := checkLease(rc); err != nil {
 		return compiledRule{}, fmt.Errorf("rule %s: %w", rc.Name, err)
 	}
+	if w := time.Duration(rc.Window); w != 0 && (w < time.Millisecond || w%time.Millisecond != 0) {
+		// A number in a JSON config is nanoseconds: an hour meant in
+		// milliseconds (3600000) would be a 3.6ms window, capping nothing.
+		return compiledRule{}, fmt.Errorf("rule %s: window %s is not a whole number of milliseconds, the unit records are kept in; "+
+			"in a JSON config a number is nanoseconds (3600000 is 3.6ms): write a duration such as \"1h\"", rc.Name, w)
+	}
+	if slices.Contains(rc.By, globalDimension) {
+		return compiledRule{}, fmt.Errorf("rule %s: by %s: the name is reserved; for one count over every send, write the rule without by", rc.Name, globalDimension)
+	}
 	by := rc.By
 	if len(by) == 0 {
 		// One count over every send: the global ceiling.
@@ -231,6 +241,9 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 		}
 		if rc.Limit < 0 {
 			return compiledRule{}, fmt.Errorf("rule %s: fallback limit must be at least 1, not %d", rc.Name, rc.Limit)
+		}
+		if rc.Limit > limiter.MaxLimit {
+			return compiledRule{}, fmt.Errorf("rule %s: fallback limit %d is above %d (2^40), the largest limit", rc.Name, rc.Limit, limiter.MaxLimit)
 		}
 		// A limit given by a placeholder is capped at the rule's Limit, which
 		// is then the most any limit may be.
@@ -365,6 +378,17 @@ func compileMatch(what string, e *ExemptConfig) (map[string]bool, error) {
 	}
 	if err := checkPlaceholder(what, e.Placeholder); err != nil {
 		return nil, err
+	}
+	// Text without a placeholder (a JSON config's "json.priority") is the
+	// same for every request: it would exempt or skip all of them or none.
+	if !isPlaceholder(e.Placeholder) || !readsRequest(e.Placeholder) {
+		return nil, fmt.Errorf("%s %q reads nothing of the request, so it would match every request or none; write a placeholder such as %s",
+			what, e.Placeholder, map[string]string{"exempt": "{json.priority}", "skip": "{json.validate_only}"}[what])
+	}
+	// A skip is the whole request's: a wildcard path names the entries of
+	// a batch, which the replacer does not read, so it would never match.
+	if p, err := wildcardPath(e.Placeholder); what == "skip" && (err != nil || p != nil) {
+		return nil, fmt.Errorf("skip %q reads a wildcard path, but a skip is the whole request's and reads one value; name one field, such as {json.validate_only}", e.Placeholder)
 	}
 	if err := checkMatchValues(what, e.Values); err != nil {
 		return nil, err

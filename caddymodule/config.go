@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -15,6 +17,10 @@ const (
 	DefaultMaxBody    = 1 << 20 // 1 MiB
 	DefaultStatusCode = 429
 )
+
+// maxMaxBody is the largest max_body: 1 TiB, far past any message a
+// gateway should read whole.
+const maxMaxBody = 1 << 40
 
 // The values of Handler.OnError and Handler.OnMissing.
 const (
@@ -157,25 +163,36 @@ type RedisConfig struct {
 }
 
 // resolve returns the engine's config with placeholders replaced and the
-// durations carried over.
-func (c *RedisConfig) resolve(repl *caddy.Replacer) redisstore.Config {
+// durations carried over. A field set in the config that its placeholders
+// leave empty (an {env.*} unset) is an error: left empty, a url would
+// fall back to 127.0.0.1:6379, counting in whatever Redis is there
+// instead of the shared one, and a password would log in without one.
+func (c *RedisConfig) resolve(repl *caddy.Replacer) (redisstore.Config, error) {
 	out := c.Config
-	out.URL = repl.ReplaceKnown(out.URL, "")
+	var err error
+	field := func(name, v string) string {
+		r := repl.ReplaceKnown(v, "")
+		if err == nil && strings.TrimSpace(v) != "" && strings.TrimSpace(r) == "" {
+			err = fmt.Errorf("redis %s %q is empty once its placeholders are replaced; is the environment variable set?", name, v)
+		}
+		return r
+	}
+	out.URL = field("url", out.URL)
 	out.Addresses = make([]string, len(c.Addresses))
 	for i, a := range c.Addresses {
-		out.Addresses[i] = repl.ReplaceKnown(a, "")
+		out.Addresses[i] = field("address", a)
 	}
 	if len(out.Addresses) == 0 {
 		out.Addresses = nil
 	}
-	out.SentinelMaster = repl.ReplaceKnown(out.SentinelMaster, "")
-	out.Username = repl.ReplaceKnown(out.Username, "")
-	out.Password = repl.ReplaceKnown(out.Password, "")
-	out.SentinelUsername = repl.ReplaceKnown(out.SentinelUsername, "")
-	out.SentinelPassword = repl.ReplaceKnown(out.SentinelPassword, "")
-	out.TLSCA = repl.ReplaceKnown(out.TLSCA, "")
-	out.TLSServerName = repl.ReplaceKnown(out.TLSServerName, "")
+	out.SentinelMaster = field("sentinel_master", out.SentinelMaster)
+	out.Username = field("username", out.Username)
+	out.Password = field("password", out.Password)
+	out.SentinelUsername = field("sentinel_username", out.SentinelUsername)
+	out.SentinelPassword = field("sentinel_password", out.SentinelPassword)
+	out.TLSCA = field("tls_ca", out.TLSCA)
+	out.TLSServerName = field("tls_server_name", out.TLSServerName)
 	out.Timeout = time.Duration(c.Timeout)
 	out.DialTimeout = time.Duration(c.DialTimeout)
-	return out
+	return out, err
 }

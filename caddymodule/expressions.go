@@ -83,6 +83,9 @@ func checkBodyPaths(expr string) error {
 		name := rest[i+1 : i+end]
 		rest = rest[i+end:]
 		name, lowered := cutLower(name)
+		if err := checkShorthand(expr, name, lowered); err != nil {
+			return err
+		}
 		if lowered {
 			if err := checkLowered(expr, name); err != nil {
 				return err

@@ -99,8 +99,11 @@ func fzCaddyfileDirective(t *testing.T, seg caddyfile.Segment, first, last int) 
 		if fzHasPlaceholder(back.Redis) {
 			return
 		}
-		c := back.Redis.resolve(caddy.NewReplacer())
-		if err := c.Validate(); err != nil {
+		c, err := back.Redis.resolve(caddy.NewReplacer())
+		if err == nil {
+			err = c.Validate()
+		}
+		if err != nil {
 			t.Fatalf("the Caddyfile accepted a redis config that fails at load time: %v\n%s", err, out)
 		}
 		// The rest of Provision would build a client, which may read

@@ -310,8 +310,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	var cfg *redisstore.Config
 	h.timeout = redisstore.DefaultTimeout
 	if h.Redis != nil {
-		c := h.Redis.resolve(caddy.NewReplacer())
-		if err := c.Validate(); err != nil {
+		c, err := h.Redis.resolve(caddy.NewReplacer())
+		if err == nil {
+			err = c.Validate()
+		}
+		if err != nil {
 			return fmt.Errorf("frequency_cap %s: %w", h.Name, err)
 		}
 		cfg = &c
@@ -363,8 +366,8 @@ func (h *Handler) Validate() error {
 	if h.OnMissing != OnMissingReject && h.OnMissing != OnMissingSkip {
 		return fmt.Errorf("frequency_cap %s: on_missing must be reject or skip, not %q", h.Name, h.OnMissing)
 	}
-	if h.MaxBody < 0 {
-		return fmt.Errorf("frequency_cap %s: max_body must not be negative", h.Name)
+	if h.MaxBody < 0 || h.MaxBody > maxMaxBody {
+		return fmt.Errorf("frequency_cap %s: max_body must be 1 byte to 1TiB, not %d", h.Name, h.MaxBody)
 	}
 	if h.StatusCode < 400 || h.StatusCode > 599 {
 		return fmt.Errorf("frequency_cap %s: status_code %d is not a 4xx or 5xx status", h.Name, h.StatusCode)

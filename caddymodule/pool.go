@@ -110,11 +110,14 @@ func (h *Handler) acquireStore(cfg *redisstore.Config) error {
 	h.storeKey = key
 	h.store = v.(*pooledStore).store
 	v.(*pooledStore).add(h.Name, h.keyHeads())
-	h.keySpace = key // the memory store's key names its keys already
+	h.keySpace = key // a memory store is one prefix's
 	if cfg != nil {
-		h.keySpace = cfg.KeySpace(h.KeyPrefix)
+		// The server and db, whatever the prefix: two prefixes and
+		// dimension names may spell one key ("fc" and "s.to", "fcs." and
+		// "to"), so the keys' heads are compared whole.
+		h.keySpace = cfg.KeySpace("")
 	}
-	h.warnSharedKeys(keySpaces.add(h.keySpace, h.Name, h.keyHeads()))
+	h.warnSharedKeys(keySpaces.add(h.keySpace, h.Name, h.keyHeadsSpelt()))
 	if cfg != nil && h.hasLease() {
 		if err := h.acquireLeases(key); err != nil {
 			return err
@@ -152,6 +155,16 @@ func (h *Handler) keyHeads() []string {
 			continue
 		}
 		heads = append(heads, r.By[0])
+	}
+	return heads
+}
+
+// keyHeadsSpelt are the key heads as the keys begin: the key prefix and
+// the first dimension spelt together.
+func (h *Handler) keyHeadsSpelt() []string {
+	heads := h.keyHeads()
+	for i, d := range heads {
+		heads[i] = h.KeyPrefix + d
 	}
 	return heads
 }
@@ -197,17 +210,21 @@ func (ks *keySpaceUsers) remove(space, name string) {
 // their records share keys, so each counts the other's sends. That may
 // be meant (a daily cap across channels), but two cap sets copied from
 // the examples into one config would not mean it.
+//
+// heads are the shared keys' heads, the key prefix and first dimension
+// spelt together (the other cap set's may spell them otherwise).
 func (h *Handler) warnSharedKeys(shared map[string][]string) {
 	for other, heads := range shared {
-		dims := make([]string, len(heads))
-		for i, d := range heads {
-			dims[i] = d
-			if d == globalDimension {
+		dims, keys := make([]string, len(heads)), make([]string, len(heads))
+		for i, head := range heads {
+			keys[i] = head + "{…}"
+			dims[i] = strings.TrimPrefix(head, h.KeyPrefix)
+			if dims[i] == globalDimension {
 				dims[i] = "the rules without by"
 			}
 		}
-		h.logger.Warn("cap sets share keys: the rules of each that start with the same dimension count the other's sends; give each cap set a key_prefix of its own unless that is meant",
-			zap.String("handler", h.Name), zap.String("other", other), zap.String("key_prefix", h.KeyPrefix), zap.Strings("dimensions", dims))
+		h.logger.Warn("cap sets share keys: the rules of each that keep records under the same keys count the other's sends; give each cap set a key_prefix of its own unless that is meant",
+			zap.String("handler", h.Name), zap.String("other", other), zap.String("key_prefix", h.KeyPrefix), zap.Strings("dimensions", dims), zap.Strings("keys", keys))
 	}
 }
 

@@ -17,16 +17,28 @@ type statusMatch struct {
 	class int
 }
 
-// parseStatusMatch parses "5xx" or "429".
+// parseStatusMatch parses "5xx" or "429". A success is refused: it would
+// give back the quota of every send the upstream took, so nothing would
+// be capped; so is an informational status, which is never a response's
+// final one, so it would never match.
 func parseStatusMatch(s string) (statusMatch, error) {
+	var m statusMatch
 	if len(s) == 3 && strings.EqualFold(s[1:], "xx") && s[0] >= '1' && s[0] <= '5' {
-		return statusMatch{class: int(s[0] - '0')}, nil
+		m.class = int(s[0] - '0')
+	} else {
+		code, err := strconv.Atoi(s)
+		if err != nil || code < 100 || code > 599 {
+			return statusMatch{}, fmt.Errorf("refund_on %q: want a status class (5xx) or a code (429)", s)
+		}
+		m.code = code
 	}
-	code, err := strconv.Atoi(s)
-	if err != nil || code < 100 || code > 599 {
-		return statusMatch{}, fmt.Errorf("refund_on %q: want a status class (5xx) or a code (429)", s)
+	switch m.class + m.code/100 {
+	case 1:
+		return statusMatch{}, fmt.Errorf("refund_on %q: an informational status is never a response's final one, so it would never refund; name what the upstream answers a send it did not take with (5xx, 429)", s)
+	case 2:
+		return statusMatch{}, fmt.Errorf("refund_on %q would give back the quota of every send the upstream took, so nothing would be capped; name what it answers a send it did not take with (5xx, 429)", s)
 	}
-	return statusMatch{code: code}, nil
+	return m, nil
 }
 
 func (m statusMatch) matches(status int) bool {

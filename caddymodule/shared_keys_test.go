@@ -56,15 +56,38 @@ func TestStoreUsersTellSharedKeys(t *testing.T) {
 func TestSharedKeysWarning(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	h := &Handler{Name: "sms", KeyPrefix: "freqcap:", logger: zap.New(core)}
-	h.warnSharedKeys(map[string][]string{"push": {"recipient", globalDimension}})
+	h.warnSharedKeys(map[string][]string{"push": {"freqcap:recipient", "freqcap:" + globalDimension}})
 	lines := logs.All()
 	if len(lines) != 1 || lines[0].Level != zapcore.WarnLevel {
 		t.Fatalf("logged %v, want one warning", lines)
 	}
 	f := lines[0].ContextMap()
 	dims, _ := f["dimensions"].([]any)
-	if f["handler"] != "sms" || f["other"] != "push" || f["key_prefix"] != "freqcap:" || len(dims) != 2 || dims[0] != "recipient" || dims[1] != "the rules without by" {
+	keys, _ := f["keys"].([]any)
+	if f["handler"] != "sms" || f["other"] != "push" || f["key_prefix"] != "freqcap:" || len(dims) != 2 || dims[0] != "recipient" || dims[1] != "the rules without by" ||
+		len(keys) != 2 || keys[0] != "freqcap:recipient{…}" {
 		t.Fatalf("fields %v", f)
+	}
+}
+
+// Two prefixes and dimension names can spell one key: key_prefix "fc"
+// with dimension s.to and "fcs." with to both keep records under
+// fcs.to{<value>}, so on one Redis each counts the other's sends. The
+// cap sets are compared by the keys' heads spelt whole (before, by
+// prefix, and nothing warned); prefixes apart stay apart.
+func TestSharedKeysAcrossPrefixes(t *testing.T) {
+	set := func(prefix, dim string) *Handler {
+		return &Handler{KeyPrefix: prefix, rules: []compiledRule{{rule: &limiter.Rule{Name: "day", By: []string{dim}}}}}
+	}
+	var cfg redisstore.Config
+	space := cfg.KeySpace("")
+	ks := &keySpaceUsers{m: map[string]*storeUsers{}}
+	ks.add(space, "a", set("fc", "s.to").keyHeadsSpelt())
+	if shared := ks.add(space, "b", set("fcs.", "to").keyHeadsSpelt()); !slices.Equal(shared["a"], []string{"fcs.to"}) {
+		t.Errorf("b shares %v, want fcs.to with a", shared)
+	}
+	if shared := ks.add(space, "c", set("fc:", "to").keyHeadsSpelt()); shared != nil {
+		t.Errorf("c, on a prefix of its own, shares %v", shared)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
@@ -40,7 +39,7 @@ func (h *Handler) storeFields(cfg *redisstore.Config) []zap.Field {
 	}
 	kind, addrs, db, tls, user := "redis", cfg.Addresses, cfg.DB, cfg.TLS, cfg.Username
 	if cfg.URL != "" {
-		if opt, err := redis.ParseURL(cfg.URL); err == nil {
+		if opt, err := cfg.URLOptions(); err == nil {
 			addrs, db, tls, user = []string{opt.Addr}, opt.DB, opt.TLSConfig != nil, opt.Username
 		}
 	}
@@ -209,7 +208,7 @@ func refusalError(check redisstore.StartCheck, cfg *redisstore.Config) error {
 	}
 	user := cfg.Username
 	if cfg.URL != "" {
-		if opt, err := redis.ParseURL(cfg.URL); err == nil {
+		if opt, err := cfg.URLOptions(); err == nil {
 			user = opt.Username
 		}
 	}

@@ -35,7 +35,7 @@ func startCheckLogs(t *testing.T, redisJSON, onError string) []observer.LoggedEn
 	if s == nil {
 		t.Fatal("no redis store")
 	}
-	c := h.Redis.resolve(caddy.NewReplacer())
+	c, _ := h.Redis.resolve(caddy.NewReplacer())
 	ctx, cancel := context.WithTimeout(context.Background(), startCheckTimeout)
 	defer cancel()
 	logStartCheck(zap.New(core), s.CheckStart(ctx), h.storeFields(&c))

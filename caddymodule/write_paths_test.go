@@ -84,7 +84,7 @@ func TestWritePathLoggedAndExported(t *testing.T) {
 				t.Fatal(err)
 			}
 			core, logs := observer.New(zapcore.DebugLevel)
-			cfg := h.Redis.resolve(caddy.NewReplacer())
+			cfg, _ := h.Redis.resolve(caddy.NewReplacer())
 			logWritePaths(context.Background(), zap.New(core), pooled(h.storeKey), false, h.storeFields(&cfg))
 			lines := only(logs.All(), zapcore.InfoLevel, "frequency cap store write path")
 			if len(lines) != 1 {

@@ -199,6 +199,11 @@ func (w Window) Validate() error {
 	if w.Duration < time.Millisecond {
 		return fmt.Errorf("window %s is shorter than 1ms", w.Duration)
 	}
+	// Records are kept to the millisecond, so a window is a whole number
+	// of them; one that is not is most likely a unit mistake.
+	if w.Duration%time.Millisecond != 0 {
+		return fmt.Errorf("window %s is not a whole number of milliseconds, the unit records are kept in", w.Duration)
+	}
 	if w.Duration > maxRollingWindow {
 		return fmt.Errorf("window %s is longer than %s", w.Duration, maxRollingWindow)
 	}

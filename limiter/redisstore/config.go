@@ -19,8 +19,11 @@ import (
 // Config says how to reach Redis: standalone, Sentinel or Cluster,
 // through one go-redis UniversalClient.
 type Config struct {
-	// URL is a redis:// or rediss:// URL (standalone). When set, Addresses,
-	// Username, Password, DB and TLS come from it.
+	// URL is a redis:// or rediss:// URL (standalone). When set, the
+	// address and TLS come from it, and the user, password and database
+	// too where it names them: Username, Password and DB fill in what it
+	// leaves out (a password kept apart from the URL), and one that says
+	// otherwise than the URL is an error.
 	URL string `json:"url,omitempty"`
 	// Addresses are host:port pairs: the server, the cluster seed nodes, or
 	// the sentinels. Default 127.0.0.1:6379.
@@ -82,7 +85,7 @@ type Config struct {
 // Addresses (the default when none).
 func (c *Config) addresses() []string {
 	if c.URL != "" {
-		if opt, err := redis.ParseURL(c.URL); err == nil {
+		if opt, err := c.URLOptions(); err == nil {
 			return []string{opt.Addr}
 		}
 		return nil
@@ -113,6 +116,9 @@ func (c *Config) Validate() error {
 		if len(c.Addresses) > 0 || c.Cluster || c.SentinelMaster != "" {
 			return fmt.Errorf("redis: url cannot be combined with addresses, cluster or sentinel_master")
 		}
+		if _, err := c.URLOptions(); err != nil {
+			return err
+		}
 	}
 	if c.Cluster && c.SentinelMaster != "" {
 		return fmt.Errorf("redis: cluster and sentinel_master exclude each other")
@@ -128,6 +134,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Timeout < 0 || c.DialTimeout < 0 || c.PoolSize < 0 || c.DB < 0 {
 		return fmt.Errorf("redis: timeouts, pool_size and db must not be negative")
+	}
+	if err := CheckTimeout("timeout", c.Timeout); err != nil {
+		return err
+	}
+	if err := CheckTimeout("dial_timeout", c.DialTimeout); err != nil {
+		return err
 	}
 	for _, a := range c.Addresses {
 		if !strings.Contains(a, ":") {
@@ -155,7 +167,7 @@ func (c *Config) NewClient() (redis.UniversalClient, error) {
 		dial = timeout
 	}
 	if c.URL != "" {
-		opt, err := redis.ParseURL(c.URL)
+		opt, err := c.URLOptions()
 		if err != nil {
 			return nil, err
 		}
@@ -282,7 +294,7 @@ func CheckURL(raw string) error {
 func (c *Config) KeySpace(prefix string) string {
 	db := c.DB
 	if c.URL != "" {
-		if opt, err := redis.ParseURL(c.URL); err == nil {
+		if opt, err := c.URLOptions(); err == nil {
 			db = opt.DB
 		}
 	}
@@ -300,4 +312,47 @@ func (c *Config) KeySpace(prefix string) string {
 	}
 	slices.Sort(addrs)
 	return fmt.Sprintf("redis|%s|%d|%s|%s", c.SentinelMaster, db, strings.Join(addrs, ","), prefix)
+}
+
+// URLOptions are the client options of URL, with Username, Password and
+// DB filling in what the URL leaves out. A field that the URL also gives,
+// differently, is an error: which of the two was meant cannot be told,
+// and taking either would log in as, or count in, what the other says.
+// The errors name the fields, never their values.
+func (c *Config) URLOptions() (*redis.Options, error) {
+	opt, err := redis.ParseURL(c.URL)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		name    string
+		field   string
+		fromURL *string
+	}{{"username", c.Username, &opt.Username}, {"password", c.Password, &opt.Password}} {
+		switch {
+		case f.field == "":
+		case *f.fromURL == "":
+			*f.fromURL = f.field
+		case *f.fromURL != f.field:
+			return nil, fmt.Errorf("redis: the url and %s each give a %s, and they differ; give it once", f.name, f.name)
+		}
+	}
+	if c.DB != 0 {
+		if opt.DB != 0 && opt.DB != c.DB {
+			return nil, fmt.Errorf("redis: the url selects database %d and db %d; give it once", opt.DB, c.DB)
+		}
+		opt.DB = c.DB
+	}
+	return opt, nil
+}
+
+// CheckTimeout refuses a timeout (name) set under a millisecond: no call
+// to Redis finishes that fast, so every call would fail and on_error
+// decide every request. It is a unit mistake: in a JSON config a number
+// is nanoseconds ("timeout": 100 is 100ns). 0 is the default.
+func CheckTimeout(name string, d time.Duration) error {
+	if d > 0 && d < time.Millisecond {
+		return fmt.Errorf("redis %s %s is under 1ms, too short for any call to Redis to finish, so every call would fail; in a JSON config a number is nanoseconds: write a duration such as \"100ms\"", name, d)
+	}
+	return nil
 }

@@ -321,6 +321,54 @@ func TestRedisConfigURL(t *testing.T) {
 	}
 }
 
+// Username, password and db beside a URL fill in what the URL leaves
+// out (a password kept apart from the URL, read from a secret): the
+// store logs in with them and counts in that database. Before, the URL
+// won silently: the login failed as if no password had been given, and
+// with a password in the URL the records went to database 0. A field
+// that differs from what the URL says is refused, naming the field and
+// never the values.
+func TestRedisConfigURLFilledIn(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer admin.Close()
+	if err := aclSetUser(ctx, admin, "gw", append(aclRules, "+select")...); err != nil {
+		t.Fatalf("ACL SETUSER: %v", err)
+	}
+	for _, cfg := range []Config{
+		{URL: "redis://" + srv.Addr, Username: "gw", Password: "secret", DB: 4},
+		{URL: "redis://gw@" + srv.Addr + "/4", Password: "secret"},
+		{URL: "redis://gw:secret@" + srv.Addr, DB: 4},
+	} {
+		cfg.Timeout = time.Second
+		s, _ := newConfiguredStore(t, cfg, "freqcap:")
+		if _, err := s.Decide(ctx, limitertest.Req(time.Time{}, limitertest.Vals{"recipient": "bob", "content": "hi"}, limitertest.SeedRules()...)); err != nil {
+			t.Fatalf("%+v: %v", cfg, err)
+		}
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 4})
+		n := c.DBSize(ctx).Val()
+		c.FlushDB(ctx)
+		c.Close()
+		if n == 0 || admin.DBSize(ctx).Val() != 0 {
+			t.Fatalf("%+v: %d keys in database 4, %d in 0; want them in 4 only", cfg, n, admin.DBSize(ctx).Val())
+		}
+	}
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{URL: "redis://gw:secret@" + srv.Addr, Password: "other"}, "the url and password each give a password, and they differ"},
+		{Config{URL: "redis://gw@" + srv.Addr, Username: "ops"}, "the url and username each give a username, and they differ"},
+		{Config{URL: "redis://" + srv.Addr + "/2", DB: 4}, "the url selects database 2 and db 4"},
+	} {
+		err := tc.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "other") {
+			t.Errorf("%+v: %v, want %q, and neither password", tc.cfg, err, tc.want)
+		}
+	}
+}
+
 // aclRefusal is what a server's ACL refused: a key (servers do not say
 // which) or a command (named, except by Redis 7.0 inside a script).
 type aclRefusal struct {
