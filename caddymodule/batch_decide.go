@@ -76,7 +76,7 @@ func (h *Handler) storeDecideBatch(ctx context.Context, reqs []limiter.Request, 
 	got, err := h.store.DecideBatch(ctx, reqs, mode)
 	h.metrics.decide.observe(start, err)
 	if err != nil {
-		h.outage.failed(start, h.OnError) // once per request, as for a single send
+		h.outage.failed(time.Now(), h.OnError) // once per request, as for a single send
 		return nil, err
 	}
 	if len(got) > 0 {

@@ -330,7 +330,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	refusals := &refusalLog{logger: h.logger, handler: h.Name, onError: h.OnError, interval: refusalInterval}
 	h.warns = &storeWarnings{logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval, reasons: reasons, refusals: refusals}
 	h.locals = &storeWarnings{msg: "frequency cap store failing: deciding in the local store", logger: h.logger, handler: h.Name, onError: h.OnError, interval: warnInterval, reasons: reasons, refusals: refusals}
-	h.outage = &storeOutage{logger: h.logger, handler: h.Name, warnings: []*storeWarnings{h.warns, h.locals}}
+	h.outage = &storeOutage{logger: h.logger, handler: h.Name, interval: warnInterval, warnings: []*storeWarnings{h.warns, h.locals}}
 	// One config's modules share its root context's cancellation: its
 	// Done channel is the config's identity (each server wraps the
 	// context with values of its own, which Done passes through).
@@ -384,6 +384,7 @@ func (h *Handler) Validate() error {
 func (h *Handler) Cleanup() error {
 	capset.Unregister(h.capSet)
 	h.capSet = nil
+	h.outage.stop()
 	if h.warns != nil {
 		h.warns.stop()
 		h.locals.stop()

@@ -47,13 +47,13 @@ func (h *Handler) decide(ctx context.Context, req *limiter.Request, quiet []quie
 		case err == nil:
 			h.noteStore(start, d)
 		case !refused:
-			h.outage.failed(start, h.OnError)
+			h.outage.failed(time.Now(), h.OnError)
 			return nil, err
 		default:
 			// The answer carries the quiet rules alone: drop the checks
 			// the store did not answer for, so that Results and Checks
 			// stay parallel.
-			h.outage.failed(start, "")
+			h.outage.failed(time.Now(), "")
 			h.warns.add(opUsage, err)
 			d, req.Checks = nil, req.Checks[:0]
 		}
@@ -84,15 +84,15 @@ func addQuiet(req *limiter.Request, d *limiter.Decision, quiet []quietHit) {
 	}
 }
 
-// noteStore counts which store made a decision asked for at now, and
+// noteStore counts which store made a decision asked for at start, and
 // notes a local one (the store failed) or the store answering.
-func (h *Handler) noteStore(now time.Time, d *limiter.Decision) {
+func (h *Handler) noteStore(start time.Time, d *limiter.Decision) {
 	if d.Fallback == nil {
 		h.metrics.byStore.Inc()
-		h.outage.answered(now)
+		h.outage.answered(start, time.Now())
 		return
 	}
-	h.outage.failed(now, OnErrorLocal)
+	h.outage.failed(time.Now(), OnErrorLocal)
 	h.metrics.byLocal.Inc()
 	h.metrics.decide.errors.Inc()
 	h.locals.add(opDecide, d.Fallback)

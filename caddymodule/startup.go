@@ -177,6 +177,10 @@ func logStartCheck(logger *zap.Logger, check redisstore.StartCheck, fields []zap
 			logger.Info("frequency cap store: could not read the eviction policy (grant +info to let the gateway check): make sure maxmemory-policy is noeviction",
 				with(node, zap.NamedError("reason", n.PolicyErr))...)
 		}
+		if n.NoAppendOnly {
+			logger.Warn("frequency cap store: redis keeps no append-only file, so a restart loses the counts written since its last snapshot (all of them without snapshots) and every recipient starts a new quota: set appendonly yes, or have a replica with the data take over",
+				with(node)...)
+		}
 		ready++
 		if n.Server != "" {
 			servers = append(servers, n.Node+" "+n.Server)

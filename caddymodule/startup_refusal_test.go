@@ -313,14 +313,19 @@ func TestStoreAnswersAgainLogged(t *testing.T) {
 		core, logs := observer.New(zapcore.DebugLevel)
 		o := &storeOutage{logger: zap.New(core), handler: "push"}
 		t0 := time.Date(2026, 11, 27, 14, 0, 0, 0, time.UTC)
-		o.answered(t0) // nothing failed: no line
-		o.failed(t0.Add(time.Second), OnErrorAllow)
-		o.failed(t0.Add(2*time.Second), OnErrorAllow)
-		o.failed(t0.Add(3*time.Second), OnErrorDeny)
-		o.failed(t0.Add(4*time.Second), OnErrorLocal)
-		o.failed(t0.Add(5*time.Second), "")
-		o.answered(t0.Add(11 * time.Second))
-		o.answered(t0.Add(12 * time.Second)) // answered already: no line
+		at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+		o.answered(t0, t0) // nothing failed: no line
+		o.failed(at(1), OnErrorAllow)
+		o.failed(at(2), OnErrorAllow)
+		// A call made before the first failure was seen, answered after
+		// it: it says nothing of the store since (the outage would have
+		// a negative length), so the outage goes on.
+		o.answered(at(0.5), at(2.5))
+		o.failed(at(3), OnErrorDeny)
+		o.failed(at(4), OnErrorLocal)
+		o.failed(at(5), "")
+		o.answered(at(10), at(11))
+		o.answered(at(11), at(12)) // answered already: no line
 		lines := logs.All()
 		if len(lines) != 1 {
 			t.Fatalf("want one line; got %v", lines)
@@ -329,10 +334,48 @@ func TestStoreAnswersAgainLogged(t *testing.T) {
 		if lines[0].Level != zapcore.InfoLevel || f["failed_for"] != 10*time.Second || f["on_error_allowed"] != int64(2) || f["on_error_denied"] != int64(1) || f["on_error_local"] != int64(1) {
 			t.Errorf("the line: %v %v", lines[0].Level, f)
 		}
-		o.failed(t0.Add(20*time.Second), OnErrorDeny)
-		o.answered(t0.Add(21 * time.Second))
+		o.failed(at(20), OnErrorDeny)
+		o.answered(at(20.5), at(21))
 		if f := logs.All()[1].ContextMap(); f["failed_for"] != time.Second || f["on_error_denied"] != int64(1) || f["on_error_allowed"] != int64(0) {
 			t.Errorf("the second outage: %v", f)
+		}
+	})
+
+	// A store that flaps ends many outages in an interval: one line says
+	// so at once, the next sums the rest at the interval's end (before,
+	// each outage wrote a line, and its failures another: a probe cutting
+	// the store's connections every 5ms logged 56 warnings in a second).
+	t.Run("flapping", func(t *testing.T) {
+		core, logs := observer.New(zapcore.DebugLevel)
+		warns := &storeWarnings{logger: zap.New(core), handler: "push", onError: OnErrorAllow, interval: 50 * time.Millisecond}
+		o := &storeOutage{logger: zap.New(core), handler: "push", interval: 50 * time.Millisecond, warnings: []*storeWarnings{warns}}
+		for i := 0; i < 100; i++ {
+			fail := time.Now()
+			warns.addAt(fail, opDecide, errors.New("connection reset"))
+			o.failed(fail, OnErrorAllow)
+			o.answered(fail.Add(time.Nanosecond), fail.Add(2*time.Nanosecond))
+		}
+		time.Sleep(150 * time.Millisecond)
+		o.stop()
+		warns.stop()
+		var outages, allowed, failures int64
+		lines := 0
+		for _, e := range logs.All() {
+			f := e.ContextMap()
+			lines++
+			if e.Message == "frequency cap store answers again" {
+				n, ok := f["outages"].(int64)
+				if !ok {
+					n = 1
+				}
+				outages += n
+				allowed += f["on_error_allowed"].(int64)
+			} else {
+				failures += f["failures"].(int64)
+			}
+		}
+		if outages != 100 || allowed != 100 || failures != 100 || lines > 6 {
+			t.Errorf("%d lines for 100 outages: they say %d outages, %d allowed, %d failures; want every one counted in at most 6 lines", lines, outages, allowed, failures)
 		}
 	})
 

@@ -133,11 +133,23 @@ func TestStartCheckLogs(t *testing.T) {
 	})
 
 	t.Run("ready", func(t *testing.T) {
-		srv := redistest.Start(t)
+		srv := redistest.Start(t, "--appendonly", "yes")
 		logs := startCheckLogs(t, fmt.Sprintf(`{"addresses": [%q]}`, srv.Addr), "allow")
 		r := only(logs, zapcore.InfoLevel, "store ready")
 		if len(r) != 1 || len(logs) != 1 || r[0].ContextMap()["maxmemory_policy"] != "noeviction" {
 			t.Fatalf("want one line saying ready with noeviction; got %v", logs)
+		}
+	})
+
+	// A Redis without an append-only file loses its counts when it
+	// restarts (a probe restarted one empty: every recipient got a new
+	// quota, and nothing said so): the start says it, naming the node.
+	t.Run("no append-only file", func(t *testing.T) {
+		srv := redistest.Start(t)
+		logs := startCheckLogs(t, fmt.Sprintf(`{"addresses": [%q]}`, srv.Addr), "allow")
+		w := only(logs, zapcore.WarnLevel, "keeps no append-only file")
+		if len(w) != 1 || w[0].ContextMap()["node"] != srv.Addr || len(only(logs, zapcore.InfoLevel, "store ready")) != 1 {
+			t.Fatalf("want one warning naming the node, and the store ready; got %v", logs)
 		}
 	})
 

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,12 +14,18 @@ import (
 // operator reading the log after an incident sees what it cost without
 // adding up the failure lines. Its methods take the time as an argument.
 //
+// A store that flaps (connections cut every few milliseconds) ends many
+// outages a second: their lines are held to one an interval, the outages
+// in it summed, like the failure lines (storeWarnings).
+//
 // The store answering is the hot path: answered costs one atomic load
 // while nothing failed. It is safe for concurrent use; a failure that
 // races with the recovery may be counted in the next outage instead.
 type storeOutage struct {
 	logger  *zap.Logger
 	handler string
+	// interval is the least time between two lines; 0 logs each outage.
+	interval time.Duration
 
 	// since is the first failure's time (Unix nanoseconds) while the
 	// store fails, 0 while it answers.
@@ -28,11 +35,23 @@ type storeOutage struct {
 	// warnings are the failure lines of the same store, drained before
 	// the outage's line so that it comes last.
 	warnings []*storeWarnings
+
+	mu    sync.Mutex
+	timer *time.Timer // set while an interval since the last line runs
+	held  outageTally // the outages ended and not yet logged
 }
 
-// failed notes a store failure at now, and the decision on_error took for
-// it: OnErrorAllow, OnErrorDeny, OnErrorLocal, or "" for a failure that
-// decided nothing (a quiet rule's answer stood without the store's).
+// outageTally sums outages for one line.
+type outageTally struct {
+	outages                int64
+	failedFor              time.Duration
+	allowed, denied, local int64
+}
+
+// failed notes a store failure seen at now, and the decision on_error
+// took for it: OnErrorAllow, OnErrorDeny, OnErrorLocal, or "" for a
+// failure that decided nothing (a quiet rule's answer stood without the
+// store's).
 func (o *storeOutage) failed(now time.Time, onError string) {
 	if o == nil {
 		return
@@ -50,27 +69,88 @@ func (o *storeOutage) failed(now time.Time, onError string) {
 	}
 }
 
-// answered notes that the store answered at now; the first answer after
-// a failure logs the outage at info.
-func (o *storeOutage) answered(now time.Time) {
-	if o == nil || o.since.Load() == 0 {
+// answered notes that the store answered, at end, a call made at start.
+// The first answer to a call made after the first failure was seen ends
+// the outage: an answer to a call made before it says nothing of the
+// store since (a call in flight when one connection broke), and would
+// give the outage a negative length.
+func (o *storeOutage) answered(start, end time.Time) {
+	if o == nil {
 		return
 	}
-	since := o.since.Swap(0)
-	if since == 0 {
-		return // another answer logged it
+	since := o.since.Load()
+	if since == 0 || start.UnixNano() < since || !o.since.CompareAndSwap(since, 0) {
+		return
 	}
-	allowed, denied, local := o.allowed.Swap(0), o.denied.Swap(0), o.local.Swap(0)
+	t := outageTally{outages: 1, failedFor: end.Sub(time.Unix(0, since)),
+		allowed: o.allowed.Swap(0), denied: o.denied.Swap(0), local: o.local.Swap(0)}
 	if o.logger == nil {
 		return
 	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.held.outages += t.outages
+	o.held.failedFor += t.failedFor
+	o.held.allowed += t.allowed
+	o.held.denied += t.denied
+	o.held.local += t.local
+	if o.timer == nil {
+		o.write()
+	}
+}
+
+// flush ends an interval: it logs the outages that ended in it, once the
+// store answers (while it fails again, they wait for that outage's end).
+func (o *storeOutage) flush() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.held.outages == 0 {
+		o.timer = nil
+		return
+	}
+	if o.since.Load() != 0 {
+		o.timer = time.AfterFunc(o.interval, o.flush)
+		return
+	}
+	o.write()
+}
+
+// stop logs the outages held and ends the intervals; it runs at Cleanup.
+func (o *storeOutage) stop() {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.timer != nil {
+		o.timer.Stop()
+	}
+	if o.held.outages > 0 {
+		o.write()
+	}
+	o.timer = nil
+}
+
+// write logs the outages held and starts an interval; under mu. The
+// failure lines go first, so that the store answering is the last line.
+func (o *storeOutage) write() {
 	for _, w := range o.warnings {
 		w.drain()
 	}
-	o.logger.Info("frequency cap store answers again",
+	t := o.held
+	o.held = outageTally{}
+	fields := []zap.Field{
 		zap.String("handler", o.handler),
-		zap.Duration("failed_for", now.Sub(time.Unix(0, since))),
-		zap.Int64("on_error_allowed", allowed),
-		zap.Int64("on_error_denied", denied),
-		zap.Int64("on_error_local", local))
+		zap.Duration("failed_for", t.failedFor),
+		zap.Int64("on_error_allowed", t.allowed),
+		zap.Int64("on_error_denied", t.denied),
+		zap.Int64("on_error_local", t.local),
+	}
+	if t.outages > 1 {
+		fields = append(fields, zap.Int64("outages", t.outages))
+	}
+	o.logger.Info("frequency cap store answers again", fields...)
+	if o.interval > 0 {
+		o.timer = time.AfterFunc(o.interval, o.flush)
+	}
 }

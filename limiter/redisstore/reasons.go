@@ -16,10 +16,12 @@ import (
 
 var (
 	// ErrOutOfMemory is returned (wrapping ErrStore) when Redis refused a
-	// write because it is at maxmemory under the noeviction policy. Nothing
-	// was written: a script's first write is the one refused. Decisions go
-	// to on_error until memory is freed or maxmemory raised.
-	ErrOutOfMemory = storeError("redis is out of memory (maxmemory reached, noeviction)")
+	// write because it is at maxmemory with nothing it may evict: under
+	// noeviction, or under an evicting policy that found nothing to free
+	// (which also means it may be evicting counts). Nothing was written:
+	// a script's first write is the one refused. Decisions go to on_error
+	// until memory is freed or maxmemory raised.
+	ErrOutOfMemory = storeError("redis is out of memory (at maxmemory, with nothing it may evict)")
 	// ErrNoPermission is returned (wrapping ErrStore) when Redis's ACL
 	// refused a command or a key to the gateway's user.
 	ErrNoPermission = storeError("the redis user may not run a command or touch a key the store needs")

@@ -58,6 +58,11 @@ type NodeCheck struct {
 	// MaxMemory is the node's maxmemory in bytes (0: no limit), when read.
 	MaxMemory int64
 	PolicyErr error
+	// NoAppendOnly is set when INFO says the node keeps no append-only
+	// file: a restart then loses the counts written since its last
+	// snapshot, all of them without snapshots (whether it takes any, INFO
+	// does not say).
+	NoAppendOnly bool
 	// WritesRefused is the node's refusal of a write for its state, not
 	// for the user: OOM (at maxmemory under noeviction) or MISCONF (a
 	// snapshot that fails). It mends once the server's operator frees
@@ -299,7 +304,7 @@ func (s *Store) checkNode(ctx context.Context, node string, c pipeliner, key str
 		}
 		ev = p.Eval(ctx, lua.StartCheck, []string{key})
 		evsha = p.EvalSha(ctx, startCheckScript.Hash(), []string{key})
-		info = p.Do(ctx, "INFO", "server", "memory")
+		info = p.Do(ctx, "INFO", "server", "memory", "persistence")
 		conf = p.Do(ctx, "CONFIG", "GET", "maxmemory-policy")
 		return nil
 	})
@@ -446,6 +451,7 @@ func (s *Store) readPolicy(nc *NodeCheck, info, conf *redis.Cmd) {
 			nc.Server = name + " " + version
 		}
 		nc.mode = cmp.Or(fields["redis_mode"], fields["server_mode"]) // Valkey names it server_mode
+		nc.NoAppendOnly = fields["aof_enabled"] == "0"
 		nc.EvictionPolicy = fields["maxmemory_policy"]
 		if n, err := strconv.ParseInt(fields["maxmemory"], 10, 64); err == nil {
 			nc.MaxMemory = n
