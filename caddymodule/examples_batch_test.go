@@ -68,6 +68,18 @@ func testExpoPush(t *testing.T, path string) {
 		t.Errorf("Expo got %s, want the messages without a body as sent", bodies[len(bodies)-1])
 	}
 
+	// Expo takes ExpoPushToken[…] for ExponentPushToken[…]: one device,
+	// one count (before, each prefix had caps of its own).
+	id := unique("g")
+	for i, to := range []string{"ExponentPushToken[" + id + "]", "ExpoPushToken[" + id + "]", "ExpoPushToken[" + id + "]"} {
+		n := len(up.received())
+		a := g.post(send, "application/json", fmt.Sprintf(`[{"to":%q,"body":"twice"}]`, to))
+		expectStatus(t, a, http.StatusOK)
+		if delivered := len(up.received()) > n; delivered != (i < 2) {
+			t.Errorf("send %d, to %s: reached Expo %v (%s); want the third alone capped, the two prefixes one token", i+1, to, delivered, a.body)
+		}
+	}
+
 	n := len(up.received())
 	var big []map[string]string
 	for i := 0; i < 101; i++ {
@@ -159,7 +171,7 @@ func testGorushGateway(t *testing.T, path string) {
 func testSendgridMail(t *testing.T, path string) {
 	up := startUpstream(t)
 	g := startExample(t, path, up)
-	ann, bob, cy := unique("ann")+"@example.com", unique("bob")+"@example.com", unique("cy")+"@example.com"
+	ann, bob, cy, dan := unique("ann")+"@example.com", unique("bob")+"@example.com", unique("cy")+"@example.com", unique("dan")+"@example.com"
 	mail := func(subject string, to ...string) string {
 		var tos []map[string]string
 		for _, e := range to {
@@ -196,7 +208,6 @@ func testSendgridMail(t *testing.T, path string) {
 
 	// cy has had her three mails today: SendGrid would deliver to her as
 	// cc or bcc too, so either is refused, naming her entry there.
-	dan := unique("dan") + "@example.com"
 	for _, field := range []string{"cc", "bcc"} {
 		b, _ := json.Marshal(map[string]any{
 			"personalizations": []any{map[string]any{"to": []any{map[string]string{"email": dan}}, field: []any{map[string]string{"email": cy}}}},
@@ -209,8 +220,11 @@ func testSendgridMail(t *testing.T, path string) {
 			t.Errorf("%s: errors %s, want cy's entry by recipient_day", field, a.body)
 		}
 	}
-	// Her address respelt in case or with white space is her mailbox.
-	for _, spelt := range []string{strings.ToUpper(cy), " " + cy + " "} {
+	// Her address respelt in case or with white space is her mailbox; so
+	// is it with a display name, or in a list (a mail API that reads RFC
+	// 5322 addresses delivers both to her; before, each was a mailbox of
+	// its own).
+	for _, spelt := range []string{strings.ToUpper(cy), " " + cy + " ", "Cy <" + cy + ">", dan + ", " + cy} {
 		a := g.post("/v3/mail/send", "application/json", mail("respelt", spelt))
 		expectStatus(t, a, http.StatusTooManyRequests)
 	}

@@ -21,7 +21,7 @@ const expoSite = `http://127.0.0.1:%d {
 		batch drop
 		splice expo
 		answer expo
-		dimension recipient {json.*.to}
+		dimension recipient {device_token.*.to}
 		rule recipient_minute {
 			by recipient
 			limit 2

@@ -8,6 +8,14 @@ var DeviceToken = &Reader{Name: "device_token", Read: func(text string) ([]strin
 	return []string{DeviceTokenKey(text)}, nil
 }}
 
+// An Expo push token is ExponentPushToken[<id>], and Expo's SDKs take
+// ExpoPushToken[<id>] as the same token: counted as the first, so that
+// the prefix a sender picks is no cap of its own.
+const (
+	expoPrefix    = "ExponentPushToken["
+	expoAltPrefix = "ExpoPushToken["
+)
+
 // apnsTokenMinHex is the shortest APNs device token in hex: 32 bytes.
 // Apple may lengthen them, never shorten them.
 const apnsTokenMinHex = 64
@@ -16,10 +24,14 @@ const apnsTokenMinHex = 64
 // token (64 or more hex digits, white space around them trimmed) in lower
 // case, since APNs delivers ABCDEF0A… to the device of abcdef0a… and
 // senders spell it either way (Safari's tokens come upper-cased); any
+// ExpoPushToken[<id>] as ExponentPushToken[<id>] (see expoPrefix); any
 // other text as written, FCM, HMS and Expo tokens being case-sensitive
 // and never all hex this long, and a topic name this long and all hex
 // being no topic anyone names.
 func DeviceTokenKey(text string) string {
+	if id, ok := strings.CutPrefix(text, expoAltPrefix); ok && strings.HasSuffix(id, "]") {
+		return expoPrefix + id
+	}
 	t := TrimKey(text)
 	if len(t) < apnsTokenMinHex {
 		return text

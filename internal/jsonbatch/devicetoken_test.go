@@ -6,7 +6,8 @@ import (
 )
 
 // An APNs token (64 or more hex digits) is counted in lower case, trimmed;
-// anything else, FCM tokens and short hex included, as written.
+// an Expo token by ExponentPushToken[…] whichever prefix it has; anything
+// else, FCM tokens and short hex included, as written.
 func TestDeviceTokenKey(t *testing.T) {
 	apns := strings.Repeat("ABCDEF0a", 8)
 	fcm := "dGhpcyBpcyBub3QgYSByZWFsIHRva2Vu:APA91bE" + strings.Repeat("Xy_-", 30)
@@ -18,8 +19,11 @@ func TestDeviceTokenKey(t *testing.T) {
 		apns[:63]:                      apns[:63],
 		fcm:                            fcm,
 		"ExponentPushToken[AbCdEf012]": "ExponentPushToken[AbCdEf012]",
-		strings.Repeat("G", 64):        strings.Repeat("G", 64),
-		"":                             "",
+		// Expo's SDKs take either prefix for one token.
+		"ExpoPushToken[AbCdEf012]": "ExponentPushToken[AbCdEf012]",
+		"ExpoPushToken[AbCdEf012":  "ExpoPushToken[AbCdEf012",
+		strings.Repeat("G", 64):    strings.Repeat("G", 64),
+		"":                         "",
 	} {
 		if got := DeviceTokenKey(in); got != want {
 			t.Errorf("%q: %q, want %q", in, got, want)

@@ -2,21 +2,75 @@ package jsonbatch
 
 import (
 	"fmt"
+	"net/mail"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 )
 
-// EmailAddress reads an email address field as the mailbox it names (see
-// Mailbox).
-var EmailAddress = &Reader{Name: "email", Read: func(text string) ([]string, error) {
-	m, err := Mailbox(text)
-	if err != nil {
-		return nil, err
+// EmailAddress reads an email address field as the mailboxes it names
+// (see Mailboxes).
+var EmailAddress = &Reader{Name: "email", Read: Mailboxes}
+
+// Mailboxes returns the mailboxes a field names, each as Mailbox counts
+// it: one address; one with a display name ("Bob <bob@example.com>", which
+// mail APIs that take RFC 5322 addresses deliver to bob@example.com); or a
+// list of them separated by commas ("ann@x.com, Bob <bob@x.com>"), each
+// once. Before, a display name or a list read as one opaque mailbox of its
+// own, a count no addressee's cap shared.
+func Mailboxes(text string) ([]string, error) {
+	t := TrimKey(text)
+	if !strings.HasSuffix(t, ">") && !unquotedComma(t) {
+		m, err := Mailbox(text)
+		if err != nil {
+			return nil, err
+		}
+		return []string{m}, nil
 	}
-	return []string{m}, nil
-}}
+	list, err := mail.ParseAddressList(t)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not an email address, nor a list of them (%v)", text, err)
+	}
+	out := make([]string, 0, len(list))
+	for _, a := range list {
+		// net/mail gives the local part unquoted ("a b"@x is a b@x):
+		// quoted again where it needs it, it reads back as itself.
+		addr := a.Address
+		if at := strings.LastIndexByte(addr, '@'); at > 0 && !dotAtom(addr[:at]) {
+			addr = strconv.Quote(addr[:at]) + addr[at:]
+		}
+		m, err := Mailbox(addr)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", text, err)
+		}
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// unquotedComma reports whether s has a comma outside double quotes: a
+// list of addresses, where a quoted local part may hold a comma.
+func unquotedComma(s string) bool {
+	quoted := false
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			quoted = !quoted
+		case ',':
+			if !quoted {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // Mailbox returns the mailbox an address names, as a cap counts it:
 // without the white space around it and in lower case, so that a sender

@@ -1,6 +1,7 @@
 package jsonbatch
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -61,6 +62,58 @@ func FuzzMailbox(f *testing.F) {
 		}
 		if lower, err := Mailbox(strings.ToLower(addr)); err != nil || lower != m {
 			t.Fatalf("%q in lower case is %q (%v), want %q", addr, lower, err, m)
+		}
+	})
+}
+
+// A display name or a list names its addresses' mailboxes, each once:
+// before, "Bob <carol@x.com>" was a mailbox of its own, so a mail API
+// that reads RFC 5322 addresses delivered to carol past her cap.
+func TestMailboxes(t *testing.T) {
+	for in, want := range map[string][]string{
+		"Carol@X.com":                            {"carol@x.com"},
+		"Bob <Carol@X.com>":                      {"carol@x.com"},
+		`"Bob, Jr" <bob@x.com>`:                  {"bob@x.com"},
+		"<carol@x.com>":                          {"carol@x.com"},
+		"carol@x.com, Carol@X.com":               {"carol@x.com"},
+		"ann@x.com, Bob <bob@x.com>":             {"ann@x.com", "bob@x.com"},
+		`"a,b"@x.com`:                            {`"a,b"@x.com`},
+		`Ann <"a b"@x.com>`:                      {`"a b"@x.com`},
+		"team: ann@x.com, bob@x.com;":            {"ann@x.com", "bob@x.com"},
+		"Ann <ann@exämple.com>, ann@exämple.com": {"ann@xn--exmple-cua.com"},
+	} {
+		got, err := Mailboxes(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("Mailboxes(%q) = %q, %v, want %q", in, got, err, want)
+		}
+		for _, m := range got {
+			if again, err := Mailboxes(m); err != nil || !slices.Equal(again, []string{m}) {
+				t.Errorf("%q's mailbox %q reads back as %q, %v", in, m, again, err)
+			}
+		}
+	}
+	for _, in := range []string{"Bob <carol>", "a@b>", "Bob <>", "ann@x.com, carol"} {
+		if got, err := Mailboxes(in); err == nil {
+			t.Errorf("Mailboxes(%q) = %q, want an error", in, got)
+		}
+	}
+}
+
+// Every mailbox Mailboxes names reads back as itself alone, so no
+// respelling of what it counts reads as another count.
+func FuzzMailboxes(f *testing.F) {
+	for _, s := range []string{"Bob <carol@x.com>", "a@x, b@x", `"a,b"@x.com`, `Ann <"a b"@x.com>`, "g: a@b;", `"a<b"@x.com`, "x@y (c)"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		got, err := Mailboxes(text)
+		if err != nil {
+			return
+		}
+		for _, m := range got {
+			if again, err := Mailboxes(m); err != nil || !slices.Equal(again, []string{m}) {
+				t.Fatalf("Mailboxes(%q) names %q, which reads back as %q (%v)", text, m, again, err)
+			}
 		}
 	})
 }
