@@ -122,9 +122,14 @@ func newProblem(status int, req *limiter.Request, d *limiter.Decision) problem {
 		Window:     reply.Window(&req.Checks[d.Denier]),
 		RetryAfter: retry,
 	}
-	if den.Rule.Quiet != nil {
+	switch cost := req.Checks[d.Denier].Cost; {
+	case den.Rule.Quiet != nil:
 		p.Detail = fmt.Sprintf("rule %s: %s; retry in %d s", p.Rule, p.Window, retry)
-	} else {
+	case cost > den.Limit:
+		// No wait admits it: Retry-After (a whole window or period) is
+		// only when the rule has all its limit again.
+		p.Detail = fmt.Sprintf("rule %s allows %d per %s, and this send costs %d: no wait admits it", p.Rule, p.Limit, p.Window, cost)
+	default:
 		p.Detail = fmt.Sprintf("rule %s allows %d per %s; retry in %d s", p.Rule, p.Limit, p.Window, retry)
 	}
 	for i, res := range d.Results {

@@ -158,11 +158,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = h.unmarshalOnError(d)
 		case "exempt":
 			at.exempt = *d
-			if h.Exempt, err = matchArgs(d, "exempt", "{json.priority}"); err != nil {
+			if h.Exempt, err = matchArgs(d, "exempt"); err != nil {
 				return err
 			}
 		case "skip":
-			if h.Skip, err = matchArgs(d, "skip", "{json.validate_only}"); err != nil {
+			if h.Skip, err = matchArgs(d, "skip"); err != nil {
 				return err
 			}
 		case "on_missing":
@@ -921,16 +921,13 @@ func (h *Handler) checkBatchLines(at *batchLines) error {
 }
 
 // matchArgs reads the arguments of exempt or skip (what): a placeholder
-// and the values that match (example names a placeholder for the error).
-func matchArgs(d *caddyfile.Dispenser, what, example string) (*ExemptConfig, error) {
+// and the values that match.
+func matchArgs(d *caddyfile.Dispenser, what string) (*ExemptConfig, error) {
 	args := d.RemainingArgs()
-	switch {
-	case len(args) < 2:
+	if len(args) < 2 {
 		return nil, d.Errf("%s needs a placeholder and at least one value", what)
-	case !isPlaceholder(args[0]):
-		return nil, d.Errf("%s %q is not a placeholder such as %s", what, args[0], example)
 	}
-	if err := checkPlaceholder(what, args[0]); err != nil {
+	if err := checkMatchPlaceholder(what, args[0]); err != nil {
 		return nil, d.Errf("%v", err)
 	}
 	if err := checkMatchValues(what, args[1:]); err != nil {

@@ -281,6 +281,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"policy: divisor on deny", "frequency_cap {\n\ton_error deny 3" + valid + "\n}", "wrong argument count", 2},
 		{"skip without value", "frequency_cap {\n\tskip {json.validate_only}" + valid + "\n}", "skip needs a placeholder and at least one value", 2},
 		{"skip not a placeholder", "frequency_cap {\n\tskip validate_only true" + valid + "\n}", `skip "validate_only" is not a placeholder`, 2},
+		{"skip on a wildcard path", "frequency_cap {\n\tskip {json.*.validate_only} true" + valid + "\n}", `skip "{json.*.validate_only}" reads a wildcard path`, 2},
 		{"skip empty value", "frequency_cap {\n\tskip {json.validate_only} \"\"" + valid + "\n}", `skip: the value "" matches every request that lacks the placeholder`, 2},
 		{"policy: exempt without value", "frequency_cap {\n\texempt {json.priority}" + valid + "\n}", "exempt needs a placeholder and at least one value", 2},
 		{"policy: exempt not a placeholder", "frequency_cap {\n\texempt priority otp" + valid + "\n}", `exempt "priority" is not a placeholder`, 2},

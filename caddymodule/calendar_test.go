@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -96,5 +97,46 @@ func TestCostBudget(t *testing.T) {
 		}
 		expectStatus(t, g.send("/", map[string]any{"to": "alice", "amount": 0}), http.StatusOK)
 		expectStatus(t, g.send("/", map[string]any{"to": "alice", "amount": 1}), http.StatusTooManyRequests)
+
+		// A send that costs more than the limit never passes: its
+		// denial says so, not only when to retry.
+		a = g.send("/", map[string]any{"to": "carol", "amount": 1001})
+		expectStatus(t, a, http.StatusTooManyRequests)
+		if p := a.problem(t); !strings.Contains(p.Detail, "this send costs 1001: no wait admits it") {
+			t.Errorf("a send above the limit: detail %q", p.Detail)
+		}
+	})
+}
+
+// TestCostZeroPastTheLimit proves a send that costs 0 counts nothing and
+// so is never refused, even where the rule's count is past its limit: an
+// exempt send, or a lower per-request limit, puts it there. Before, the
+// check was used + cost <= limit, and a cost of 0 was refused for the
+// rest of the period.
+func TestCostZeroPastTheLimit(t *testing.T) {
+	eachBackend(t, func(t *testing.T, redisLine string) {
+		up := startUpstream(t)
+		g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		%s
+		key_prefix %s
+		dimension recipient {json.to}
+		exempt {json.priority} otp
+		rule coins_day {
+			by       recipient
+			limit    {json.tier} 10
+			cost     {json.amount}
+			calendar day
+		}
+	}
+	reverse_proxy %s`, redisLine, testPrefix(), up.addr()))
+
+		expectStatus(t, g.send("/", map[string]any{"to": "ann", "amount": 15, "priority": "otp"}), http.StatusOK)
+		expectStatus(t, g.send("/", map[string]any{"to": "ann", "amount": 0}), http.StatusOK)
+		expectStatus(t, g.send("/", map[string]any{"to": "ann", "amount": 1}), http.StatusTooManyRequests)
+
+		expectStatus(t, g.send("/", map[string]any{"to": "bob", "amount": 8, "tier": 10}), http.StatusOK)
+		expectStatus(t, g.send("/", map[string]any{"to": "bob", "amount": 0, "tier": 5}), http.StatusOK)
+		expectStatus(t, g.send("/", map[string]any{"to": "bob", "amount": 1, "tier": 5}), http.StatusTooManyRequests)
 	})
 }

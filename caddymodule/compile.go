@@ -294,6 +294,12 @@ func checkLease(rc *RuleConfig) error {
 		return errors.New("a quiet rule counts nothing to lease")
 	case rc.LimitPlaceholder != "":
 		return fmt.Errorf("lease needs a fixed limit, not the per-request limit %s", rc.LimitPlaceholder)
+	case isPlaceholder(rc.Zone):
+		// Each zone's period is a budget of its own to the lease store:
+		// a block taken a zone would hold the budget up (ten zones
+		// named, ten blocks of a 10-block budget), past the one block a
+		// gateway the docs promise.
+		return fmt.Errorf("lease needs a fixed zone, not the per-request zone %s: each zone would take a block of its own", rc.Zone)
 	}
 	w := limiter.Window{Duration: time.Duration(rc.Window)}
 	if rc.Calendar != "" {
@@ -367,6 +373,29 @@ func ruleZone(rc *RuleConfig) (*time.Location, string, error) {
 // isPlaceholder reports whether s holds a placeholder to resolve per request.
 func isPlaceholder(s string) bool { return strings.Contains(s, "{") }
 
+// matchExamples name a placeholder for exempt's and skip's errors.
+var matchExamples = map[string]string{"exempt": "{json.priority}", "skip": "{json.validate_only}"}
+
+// checkMatchPlaceholder checks exempt's or skip's (what) placeholder, in
+// a Caddyfile and a JSON config alike. Text without a placeholder (a JSON
+// config's "json.priority") is the same for every request, so it would
+// exempt or skip all of them or none; a constant placeholder ({env.*})
+// does so on purpose, a switch per deployment, and is allowed. A skip is
+// the whole request's: a wildcard path names a batch's entries, which
+// the replacer does not read, so it would never match.
+func checkMatchPlaceholder(what, expr string) error {
+	if !isPlaceholder(expr) {
+		return fmt.Errorf("%s %q is not a placeholder such as %s", what, expr, matchExamples[what])
+	}
+	if err := checkPlaceholder(what, expr); err != nil {
+		return err
+	}
+	if p, err := wildcardPath(expr); what == "skip" && (err != nil || p != nil) {
+		return fmt.Errorf("skip %q reads a wildcard path, but a skip is the whole request's and reads one value; name one field, such as {json.validate_only}", expr)
+	}
+	return nil
+}
+
 // compileMatch checks exempt's or skip's (what) config and returns its
 // values as a set; nil for none.
 func compileMatch(what string, e *ExemptConfig) (map[string]bool, error) {
@@ -376,19 +405,8 @@ func compileMatch(what string, e *ExemptConfig) (map[string]bool, error) {
 	if strings.TrimSpace(e.Placeholder) == "" || len(e.Values) == 0 {
 		return nil, fmt.Errorf("%s needs a placeholder and at least one value", what)
 	}
-	if err := checkPlaceholder(what, e.Placeholder); err != nil {
+	if err := checkMatchPlaceholder(what, e.Placeholder); err != nil {
 		return nil, err
-	}
-	// Text without a placeholder (a JSON config's "json.priority") is the
-	// same for every request: it would exempt or skip all of them or none.
-	if !isPlaceholder(e.Placeholder) || !readsRequest(e.Placeholder) {
-		return nil, fmt.Errorf("%s %q reads nothing of the request, so it would match every request or none; write a placeholder such as %s",
-			what, e.Placeholder, map[string]string{"exempt": "{json.priority}", "skip": "{json.validate_only}"}[what])
-	}
-	// A skip is the whole request's: a wildcard path names the entries of
-	// a batch, which the replacer does not read, so it would never match.
-	if p, err := wildcardPath(e.Placeholder); what == "skip" && (err != nil || p != nil) {
-		return nil, fmt.Errorf("skip %q reads a wildcard path, but a skip is the whole request's and reads one value; name one field, such as {json.validate_only}", e.Placeholder)
 	}
 	if err := checkMatchValues(what, e.Values); err != nil {
 		return nil, err

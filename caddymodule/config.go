@@ -2,6 +2,8 @@ package caddymodule
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -120,7 +122,7 @@ type RuleConfig struct {
 	// block's term: a budget every request shares (a campaign's coupons)
 	// then costs Redis one decision a block instead of one a request. Only
 	// for a fixed limit above 1000 and at least ten times the block, a
-	// calendar period or a window from 1m to 178 days, and a rule that
+	// calendar period in a fixed zone or a window from 1m to 178 days, and a rule that
 	// shares its log with no other (the same by and cost). The embedded
 	// memory store ignores it. Never admits more than the limit; units
 	// leased and not spent count as used until they are given back (see
@@ -163,35 +165,48 @@ type RedisConfig struct {
 }
 
 // resolve returns the engine's config with placeholders replaced and the
-// durations carried over. A field set in the config that its placeholders
-// leave empty (an {env.*} unset) is an error: left empty, a url would
-// fall back to 127.0.0.1:6379, counting in whatever Redis is there
-// instead of the shared one, and a password would log in without one.
+// durations carried over. Where a server is named (url, addresses,
+// sentinel_master), placeholders that leave it empty or without a host
+// (an {env.*} unset) are an error: a url would fall back to
+// 127.0.0.1:6379, counting in whatever Redis is there instead of the
+// shared one. A login left empty is no login, as a dev Redis may want.
 func (c *RedisConfig) resolve(repl *caddy.Replacer) (redisstore.Config, error) {
 	out := c.Config
 	var err error
-	field := func(name, v string) string {
+	server := func(name, v string, host func(string) string) string {
 		r := repl.ReplaceKnown(v, "")
-		if err == nil && strings.TrimSpace(v) != "" && strings.TrimSpace(r) == "" {
-			err = fmt.Errorf("redis %s %q is empty once its placeholders are replaced; is the environment variable set?", name, v)
+		if err == nil && isPlaceholder(v) && (strings.TrimSpace(r) == "" || host != nil && host(r) == "") {
+			err = fmt.Errorf("redis %s %q names no server once its placeholders are replaced (%q); is the environment variable set?", name, v, r)
 		}
 		return r
 	}
-	out.URL = field("url", out.URL)
+	out.URL = server("url", out.URL, func(u string) string {
+		p, perr := url.Parse(u)
+		if perr != nil || p.Scheme == "unix" {
+			return "?" // the url check says what is wrong, if anything
+		}
+		return p.Hostname()
+	})
 	out.Addresses = make([]string, len(c.Addresses))
 	for i, a := range c.Addresses {
-		out.Addresses[i] = field("address", a)
+		out.Addresses[i] = server("address", a, func(a string) string {
+			h, _, serr := net.SplitHostPort(a)
+			if serr != nil {
+				return "?" // refused for its port later
+			}
+			return h
+		})
 	}
 	if len(out.Addresses) == 0 {
 		out.Addresses = nil
 	}
-	out.SentinelMaster = field("sentinel_master", out.SentinelMaster)
-	out.Username = field("username", out.Username)
-	out.Password = field("password", out.Password)
-	out.SentinelUsername = field("sentinel_username", out.SentinelUsername)
-	out.SentinelPassword = field("sentinel_password", out.SentinelPassword)
-	out.TLSCA = field("tls_ca", out.TLSCA)
-	out.TLSServerName = field("tls_server_name", out.TLSServerName)
+	out.SentinelMaster = server("sentinel_master", out.SentinelMaster, nil)
+	out.Username = repl.ReplaceKnown(out.Username, "")
+	out.Password = repl.ReplaceKnown(out.Password, "")
+	out.SentinelUsername = repl.ReplaceKnown(out.SentinelUsername, "")
+	out.SentinelPassword = repl.ReplaceKnown(out.SentinelPassword, "")
+	out.TLSCA = repl.ReplaceKnown(out.TLSCA, "")
+	out.TLSServerName = repl.ReplaceKnown(out.TLSServerName, "")
 	out.Timeout = time.Duration(c.Timeout)
 	out.DialTimeout = time.Duration(c.DialTimeout)
 	return out, err

@@ -94,12 +94,12 @@ func TestProvisionErrors(t *testing.T) {
 		{"json: a shorthand query in a limit", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 5, "limit_placeholder": "{query.tier}", "window": "1m"}]}`, "write {http.request.uri.query.tier}"},
 		{"json: a shorthand in a zone", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 5, "calendar": "day", "zone": "{header.X-TZ}", "fallback_zone": "UTC"}]}`, "write {http.request.header.X-TZ}"},
 		{"a shorthand inside lower", `{"dimensions": {"r": "{lower.path.2}"}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "write {lower.http.request.uri.path.2}"},
-		{"json: exempt without braces", `{` + dims + `, "exempt": {"placeholder": "json.priority", "values": ["otp"]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `exempt "json.priority" reads nothing of the request`},
-		{"json: skip on a constant", `{` + dims + `, "skip": {"placeholder": "true", "values": ["true"]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `skip "true" reads nothing of the request`},
-		{"skip on the environment", `{` + dims + `, "skip": {"placeholder": "{env.HOME}", "values": ["x"]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `skip "{env.HOME}" reads nothing of the request`},
+		{"json: exempt without braces", `{` + dims + `, "exempt": {"placeholder": "json.priority", "values": ["otp"]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `exempt "json.priority" is not a placeholder such as {json.priority}`},
+		{"json: skip on a constant", `{` + dims + `, "skip": {"placeholder": "true", "values": ["true"]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `skip "true" is not a placeholder such as {json.validate_only}`},
 		{"skip on a wildcard", `{"dimensions": {"r": "{json.*.to}"}, "skip": {"placeholder": "{json.*.validate_only}", "values": ["true"]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `skip "{json.*.validate_only}" reads a wildcard path`},
 		{"json: a window in milliseconds", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": 3600000}]}`, `rule x: window 3.6ms is not a whole number of milliseconds`},
 		{"json: a window in seconds", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": 86400}]}`, `in a JSON config a number is nanoseconds`},
+		{"lease with a per-request zone", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 10000, "lease": 1000, "calendar": "day", "zone": "{json.tz}", "fallback_zone": "UTC"}]}`, "rule x: lease needs a fixed zone, not the per-request zone {json.tz}"},
 		{"by the reserved dimension", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}, {"name": "y", "by": ["_every_send"], "limit": 1, "window": "1m"}]}`, "rule y: by _every_send: the name is reserved"},
 		{"fallback limit past MaxLimit", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 99999999999999, "limit_placeholder": "{json.tier}", "window": "1m"}]}`, "rule x: fallback limit 99999999999999 is above 1099511627776"},
 		{"max_body past 1TiB", `{` + dims + `, "max_body": 1099511627777, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "max_body must be 1 byte to 1TiB"},
@@ -109,9 +109,11 @@ func TestProvisionErrors(t *testing.T) {
 		{"json: a redis timeout in nanoseconds", `{"redis": {"url": "redis://127.0.0.1:1", "timeout": 100}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "redis timeout 100ns is under 1ms"},
 		{"json: a redis dial_timeout in nanoseconds", `{"redis": {"url": "redis://127.0.0.1:1", "dial_timeout": 1}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "redis dial_timeout 1ns is under 1ms"},
 		{"redis url from an unset variable", `{"redis": {"url": "{env.FREQCAP_TEST_NEVER_SET}"}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`,
-			`redis url "{env.FREQCAP_TEST_NEVER_SET}" is empty once its placeholders are replaced`},
-		{"redis password from an unset variable", `{"redis": {"addresses": ["127.0.0.1:1"], "password": "{env.FREQCAP_TEST_NEVER_SET}"}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`,
-			`redis password "{env.FREQCAP_TEST_NEVER_SET}" is empty`},
+			`redis url "{env.FREQCAP_TEST_NEVER_SET}" names no server once its placeholders are replaced`},
+		{"redis url host from an unset variable", `{"redis": {"url": "redis://{env.FREQCAP_TEST_NEVER_SET}:6379"}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`,
+			`redis url "redis://{env.FREQCAP_TEST_NEVER_SET}:6379" names no server`},
+		{"redis address host from an unset variable", `{"redis": {"addresses": ["{env.FREQCAP_TEST_NEVER_SET}:6379"]}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`,
+			`redis address "{env.FREQCAP_TEST_NEVER_SET}:6379" names no server`},
 		{"redis url and db that differ", `{"redis": {"url": "redis://127.0.0.1:1/3", "db": 5}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "the url selects database 3 and db 5"},
 		{"redis url and password that differ", `{"redis": {"url": "redis://:one@127.0.0.1:1", "password": "two"}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "the url and password each give a password, and they differ"},
 	} {
@@ -121,6 +123,25 @@ func TestProvisionErrors(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// exempt and skip on a constant placeholder are a switch per deployment
+// ({env.NO_CAPS} yes: every request exempt where it is set), not a
+// mistake: they load.
+func TestMatchOnTheEnvironment(t *testing.T) {
+	for _, what := range []string{"exempt", "skip"} {
+		if _, err := load(t, `{"dimensions": {"r": "{json.to}"}, "`+what+`": {"placeholder": "{env.FREQCAP_TEST_NO_CAPS}", "values": ["yes"]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`); err != nil {
+			t.Errorf("%s on {env.*}: %v", what, err)
+		}
+	}
+}
+
+// A login that an unset {env.*} leaves empty is no login, as a dev Redis
+// without a password wants: one config for every environment loads.
+func TestRedisLoginFromAnUnsetVariable(t *testing.T) {
+	if _, err := load(t, `{"redis": {"addresses": ["127.0.0.1:1"], "password": "{env.FREQCAP_TEST_NEVER_SET}"}, "dimensions": {"r": "{json.to}"}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`); err != nil {
+		t.Fatal(err)
 	}
 }
 

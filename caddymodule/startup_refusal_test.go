@@ -360,7 +360,11 @@ func TestStoreAnswersAgainLogged(t *testing.T) {
 		warns.stop()
 		var outages, allowed, failures int64
 		lines := 0
-		for _, e := range logs.All() {
+		all := logs.All()
+		if n := len(all); n == 0 || all[n-1].Message != "frequency cap store answers again" {
+			t.Errorf("the last line is not the store answering: %v", all)
+		}
+		for _, e := range all {
 			f := e.ContextMap()
 			lines++
 			if e.Message == "frequency cap store answers again" {

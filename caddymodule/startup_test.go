@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -150,6 +151,21 @@ func TestStartCheckLogs(t *testing.T) {
 		w := only(logs, zapcore.WarnLevel, "keeps no append-only file")
 		if len(w) != 1 || w[0].ContextMap()["node"] != srv.Addr || len(only(logs, zapcore.InfoLevel, "store ready")) != 1 {
 			t.Fatalf("want one warning naming the node, and the store ready; got %v", logs)
+		}
+
+		// With a replica, which keeps the counts through a failover, it
+		// is said at info.
+		host, port, _ := net.SplitHostPort(srv.Addr)
+		redistest.Start(t, "--replicaof", host, port)
+		admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		defer admin.Close()
+		for i := 0; i < 100 && !strings.Contains(admin.Info(ctx, "replication").Val(), "connected_slaves:1"); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		logs = startCheckLogs(t, fmt.Sprintf(`{"addresses": [%q]}`, srv.Addr), "allow")
+		i := only(logs, zapcore.InfoLevel, "keeps no append-only file")
+		if len(i) != 1 || i[0].ContextMap()["replicas"] != int64(1) || len(only(logs, zapcore.WarnLevel, "")) != 0 {
+			t.Fatalf("with a replica: want one info line naming 1 replica and no warning; got %v", logs)
 		}
 	})
 

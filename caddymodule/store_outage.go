@@ -82,7 +82,9 @@ func (o *storeOutage) answered(start, end time.Time) {
 	if since == 0 || start.UnixNano() < since || !o.since.CompareAndSwap(since, 0) {
 		return
 	}
-	t := outageTally{outages: 1, failedFor: end.Sub(time.Unix(0, since)),
+	// At least 0 when the wall clock steps back (since has no monotonic
+	// reading).
+	t := outageTally{outages: 1, failedFor: max(0, end.Sub(time.Unix(0, since))),
 		allowed: o.allowed.Swap(0), denied: o.denied.Swap(0), local: o.local.Swap(0)}
 	if o.logger == nil {
 		return

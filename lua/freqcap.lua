@@ -406,7 +406,8 @@ end
 
 -- evaluate answers one rule before anything is recorded: used, reset,
 -- retry (0 when it admits) and, for a rolling rule, the index of the oldest
--- entry in the window (0 when none is). Entries are newest first.
+-- entry in the window (0 when none is). Entries are newest first. A cost
+-- of 0 counts nothing, so it is admitted even past the limit.
 local function evaluate(s, limit, window, bounds, cost, now)
   local ts, cs = s.ts, s.cs
   local n = #ts
@@ -427,7 +428,7 @@ local function evaluate(s, limit, window, bounds, cost, now)
       used = used + cs[i]
       i = i + 1
     end
-    if used + cost <= limit then return used, stop - now, 0, 0 end
+    if cost == 0 or used + cost <= limit then return used, stop - now, 0, 0 end
     return used, stop - now, stop - now, 0
   end
   local cut = now - window
@@ -440,7 +441,7 @@ local function evaluate(s, limit, window, bounds, cost, now)
   end
   local reset = 0
   if used > 0 then reset = ts[last] + window - now end
-  if used + cost <= limit then return used, reset, 0, last end
+  if cost == 0 or used + cost <= limit then return used, reset, 0, last end
   local retry = window
   if cost <= limit then
     local need = used + cost - limit

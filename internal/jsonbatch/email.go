@@ -3,7 +3,6 @@ package jsonbatch
 import (
 	"fmt"
 	"net/mail"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -35,6 +34,7 @@ func Mailboxes(text string) ([]string, error) {
 		return nil, fmt.Errorf("%q is not an email address, nor a list of them (%v)", text, err)
 	}
 	out := make([]string, 0, len(list))
+	seen := make(map[string]bool, len(list))
 	for _, a := range list {
 		// net/mail gives the local part unquoted ("a b"@x is a b@x):
 		// quoted again where it needs it, it reads back as itself.
@@ -46,7 +46,8 @@ func Mailboxes(text string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%q: %w", text, err)
 		}
-		if !slices.Contains(out, m) {
+		if !seen[m] {
+			seen[m] = true
 			out = append(out, m)
 		}
 	}
@@ -121,14 +122,15 @@ func rootless(d string) string {
 
 // dotAtom reports whether s is a local part that needs no quotes (RFC 5322's
 // dot-atom: atoms of letters, digits and !#$%&'*+-/=?^_`{|}~ joined by
-// single dots).
+// single dots; RFC 6532 adds every non-ASCII character, so "jörg"@ is
+// jörg@).
 func dotAtom(s string) bool {
 	if s == "" || s[0] == '.' || s[len(s)-1] == '.' || strings.Contains(s, "..") {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-/=?^_`{|}~.", c) >= 0) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c >= 0x80 || strings.IndexByte("!#$%&'*+-/=?^_`{|}~.", c) >= 0) {
 			return false
 		}
 	}

@@ -81,6 +81,9 @@ func TestMailboxes(t *testing.T) {
 		`Ann <"a b"@x.com>`:                      {`"a b"@x.com`},
 		"team: ann@x.com, bob@x.com;":            {"ann@x.com", "bob@x.com"},
 		"Ann <ann@exämple.com>, ann@exämple.com": {"ann@xn--exmple-cua.com"},
+		"jörg@x.com":                             {"jörg@x.com"},
+		`"jörg"@x.com`:                           {"jörg@x.com"},
+		"Jörg <jörg@x.com>, \"jörg\"@x.com":      {"jörg@x.com"},
 	} {
 		got, err := Mailboxes(in)
 		if err != nil || !slices.Equal(got, want) {

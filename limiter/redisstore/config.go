@@ -338,7 +338,7 @@ func (c *Config) URLOptions() (*redis.Options, error) {
 		}
 	}
 	if c.DB != 0 {
-		if opt.DB != 0 && opt.DB != c.DB {
+		if urlNamesDB(c.URL) && opt.DB != c.DB {
 			return nil, fmt.Errorf("redis: the url selects database %d and db %d; give it once", opt.DB, c.DB)
 		}
 		opt.DB = c.DB
@@ -355,4 +355,18 @@ func CheckTimeout(name string, d time.Duration) error {
 		return fmt.Errorf("redis %s %s is under 1ms, too short for any call to Redis to finish, so every call would fail; in a JSON config a number is nanoseconds: write a duration such as \"100ms\"", name, d)
 	}
 	return nil
+}
+
+// urlNamesDB reports whether a URL that redis.ParseURL took names a
+// database: redis://host/3 and redis://host/0 do, redis://host does not
+// (nor does unix:///path without ?db=).
+func urlNamesDB(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	if u.Scheme == "unix" {
+		return u.Query().Has("db")
+	}
+	return strings.Trim(u.Path, "/") != ""
 }

@@ -63,6 +63,8 @@ type NodeCheck struct {
 	// snapshot, all of them without snapshots (whether it takes any, INFO
 	// does not say).
 	NoAppendOnly bool
+	// Replicas is how many replicas INFO says are connected to the node.
+	Replicas int
 	// WritesRefused is the node's refusal of a write for its state, not
 	// for the user: OOM (at maxmemory under noeviction) or MISCONF (a
 	// snapshot that fails). It mends once the server's operator frees
@@ -304,7 +306,7 @@ func (s *Store) checkNode(ctx context.Context, node string, c pipeliner, key str
 		}
 		ev = p.Eval(ctx, lua.StartCheck, []string{key})
 		evsha = p.EvalSha(ctx, startCheckScript.Hash(), []string{key})
-		info = p.Do(ctx, "INFO", "server", "memory", "persistence")
+		info = p.Do(ctx, "INFO", "server", "memory", "persistence", "replication")
 		conf = p.Do(ctx, "CONFIG", "GET", "maxmemory-policy")
 		return nil
 	})
@@ -452,6 +454,7 @@ func (s *Store) readPolicy(nc *NodeCheck, info, conf *redis.Cmd) {
 		}
 		nc.mode = cmp.Or(fields["redis_mode"], fields["server_mode"]) // Valkey names it server_mode
 		nc.NoAppendOnly = fields["aof_enabled"] == "0"
+		nc.Replicas, _ = strconv.Atoi(fields["connected_slaves"])
 		nc.EvictionPolicy = fields["maxmemory_policy"]
 		if n, err := strconv.ParseInt(fields["maxmemory"], 10, 64); err == nil {
 			nc.MaxMemory = n

@@ -15,9 +15,10 @@ import (
 )
 
 // Load loads an IANA zone named in the configuration. "Local" is
-// refused: a cap's day must not depend on the host it runs on.
+// refused: a cap's day must not depend on the host it runs on. So are
+// the names only a host's zoneinfo directory has (hostOnly).
 func Load(name string) (*time.Location, error) {
-	if name == "Local" || !canonical(name) {
+	if name == "Local" || !canonical(name) || hostOnly(name) {
 		return nil, unknown(name)
 	}
 	z, err := time.LoadLocation(name)
@@ -25,6 +26,16 @@ func Load(name string) (*time.Location, error) {
 		return nil, unknown(name)
 	}
 	return z, nil
+}
+
+// hostOnly reports whether name is a file of a host's zoneinfo
+// directory that is no IANA zone, and that the zone database embedded in
+// the gateway (time/tzdata) lacks: "localtime" (Debian's link to the
+// host's /etc/localtime), "posixrules", and the "posix/" and "right/"
+// trees ("right/" zones count leap seconds). Taken from the host, they
+// would give two gateways on one store two days for one recipient.
+func hostOnly(name string) bool {
+	return name == "localtime" || name == "posixrules" || strings.HasPrefix(name, "posix/") || strings.HasPrefix(name, "right/")
 }
 
 // unknown is the error for a name that is no zone, quoting at most its
@@ -71,7 +82,7 @@ func OfRequest(name string) *time.Location {
 	if z, ok := zoneCache.Load(name); ok {
 		return z.(*time.Location)
 	}
-	if name == "Local" || !canonical(name) {
+	if name == "Local" || !canonical(name) || hostOnly(name) {
 		return nil
 	}
 	z, err := time.LoadLocation(name)

@@ -54,3 +54,22 @@ func TestUnknownZoneQuotedShort(t *testing.T) {
 		t.Fatalf("error of %d bytes: %.100v", len(fmt.Sprint(err)), err)
 	}
 }
+
+// The names only a host's zoneinfo directory has are no zones, in the
+// config and in a request alike: "localtime" follows the host's clock
+// setting, "right/" zones count leap seconds, and the embedded database
+// has none of them, so two gateways on one store would disagree on a
+// recipient's day. (Before, a Debian host took them.)
+func TestHostOnlyNamesAreNoZones(t *testing.T) {
+	for _, name := range []string{"localtime", "posixrules", "posix/Asia/Tokyo", "right/UTC", "right/Asia/Tokyo"} {
+		if _, err := Load(name); err == nil {
+			t.Errorf("Load(%q) loaded", name)
+		}
+		if z := OfRequest(name); z != nil {
+			t.Errorf("OfRequest(%q) = %v", name, z)
+		}
+	}
+	if _, err := Load("Asia/Tokyo"); err != nil {
+		t.Error(err)
+	}
+}

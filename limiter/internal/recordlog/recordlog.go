@@ -111,7 +111,9 @@ func (s *SubLog) ForgetBefore(cut int64) {
 }
 
 // Evaluate answers one rule for a request of the given cost at now, before
-// anything is recorded.
+// anything is recorded. A request of cost 0 counts nothing, so it is
+// admitted even where the log holds more than the limit (exempt sends, or
+// a lower per-request limit, put it there).
 func (s *SubLog) Evaluate(r *LogRule, cost, now int64) (RawResult, error) {
 	if r.Window == 0 {
 		start, end, ok := PickPeriod(r.Bounds, now)
@@ -122,7 +124,7 @@ func (s *SubLog) Evaluate(r *LogRule, cost, now int64) (RawResult, error) {
 		for i := len(s.Entries) - 1; i >= 0 && s.Entries[i].T >= start; i-- {
 			used += s.Entries[i].C
 		}
-		res := RawResult{Used: used, Reset: end - now, Ok: used+cost <= r.Limit}
+		res := RawResult{Used: used, Reset: end - now, Ok: cost == 0 || used+cost <= r.Limit}
 		if !res.Ok {
 			res.Retry = end - now
 		}
@@ -135,7 +137,7 @@ func (s *SubLog) Evaluate(r *LogRule, cost, now int64) (RawResult, error) {
 		used += s.Entries[i].C
 		first = i
 	}
-	res := RawResult{Used: used, Ok: used+cost <= r.Limit}
+	res := RawResult{Used: used, Ok: cost == 0 || used+cost <= r.Limit}
 	if used > 0 {
 		res.Reset = s.Entries[first].T + r.Window - now
 	}
