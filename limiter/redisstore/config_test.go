@@ -285,17 +285,25 @@ func TestRedisConfigACL(t *testing.T) {
 	}
 }
 
+// serverWithSelectingUser starts a server with the ACL user gw (password
+// secret), restricted as aclRules say and allowed to SELECT a database,
+// and returns it with an admin client closed at the test's end.
+func serverWithSelectingUser(t *testing.T) (*redistest.Server, *redis.Client) {
+	srv := redistest.Start(t)
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { admin.Close() })
+	if err := aclSetUser(context.Background(), admin, "gw", append(aclRules, "+select")...); err != nil {
+		t.Fatalf("ACL SETUSER: %v", err)
+	}
+	return srv, admin
+}
+
 // A redis://user:pass@host:port/db URL selects the user and the database:
 // the records land in database 3 and nowhere else. (A user on a database
 // other than 0 also needs +select.)
 func TestRedisConfigURL(t *testing.T) {
-	srv := redistest.Start(t)
+	srv, admin := serverWithSelectingUser(t)
 	ctx := context.Background()
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	defer admin.Close()
-	if err := aclSetUser(ctx, admin, "gw", append(aclRules, "+select")...); err != nil {
-		t.Fatalf("ACL SETUSER: %v", err)
-	}
 	url := fmt.Sprintf("redis://gw:secret@%s/3", srv.Addr)
 	s, _ := newConfiguredStore(t, Config{URL: url, Timeout: time.Second}, "freqcap:")
 	seedRound(t, s, "alice")
@@ -329,13 +337,8 @@ func TestRedisConfigURL(t *testing.T) {
 // that differs from what the URL says is refused, naming the field and
 // never the values.
 func TestRedisConfigURLFilledIn(t *testing.T) {
-	srv := redistest.Start(t)
+	srv, admin := serverWithSelectingUser(t)
 	ctx := context.Background()
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	defer admin.Close()
-	if err := aclSetUser(ctx, admin, "gw", append(aclRules, "+select")...); err != nil {
-		t.Fatalf("ACL SETUSER: %v", err)
-	}
 	for _, cfg := range []Config{
 		{URL: "redis://" + srv.Addr, Username: "gw", Password: "secret", DB: 4},
 		{URL: "redis://gw@" + srv.Addr + "/4", Password: "secret"},
