@@ -122,13 +122,21 @@ func newProblem(status int, req *limiter.Request, d *limiter.Decision) problem {
 		Window:     reply.Window(&req.Checks[d.Denier]),
 		RetryAfter: retry,
 	}
-	switch cost := req.Checks[d.Denier].Cost; {
+	never := -1 // a denying rule whose limit is below the send's cost
+	for i, res := range d.Results {
+		if res.Denied && !res.Waived && res.Rule.Quiet == nil && req.Checks[i].Cost > res.Limit {
+			never = i
+			break
+		}
+	}
+	switch {
+	case never >= 0:
+		// No wait admits it: Retry-After is only when the rules have
+		// their whole limits again.
+		res := d.Results[never]
+		p.Detail = fmt.Sprintf("rule %s allows %d per %s, and this send costs %d: no wait admits it", res.Rule.Name, res.Limit, reply.Window(&req.Checks[never]), req.Checks[never].Cost)
 	case den.Rule.Quiet != nil:
 		p.Detail = fmt.Sprintf("rule %s: %s; retry in %d s", p.Rule, p.Window, retry)
-	case cost > den.Limit:
-		// No wait admits it: Retry-After (a whole window or period) is
-		// only when the rule has all its limit again.
-		p.Detail = fmt.Sprintf("rule %s allows %d per %s, and this send costs %d: no wait admits it", p.Rule, p.Limit, p.Window, cost)
 	default:
 		p.Detail = fmt.Sprintf("rule %s allows %d per %s; retry in %d s", p.Rule, p.Limit, p.Window, retry)
 	}

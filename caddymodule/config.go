@@ -176,7 +176,9 @@ func (c *RedisConfig) resolve(repl *caddy.Replacer) (redisstore.Config, error) {
 	server := func(name, v string, host func(string) string) string {
 		r := repl.ReplaceKnown(v, "")
 		if err == nil && isPlaceholder(v) && (strings.TrimSpace(r) == "" || host != nil && host(r) == "") {
-			err = fmt.Errorf("redis %s %q names no server once its placeholders are replaced (%q); is the environment variable set?", name, v, r)
+			// Only the placeholders are named: the value, before or
+			// after them, may hold a password.
+			err = fmt.Errorf("redis %s names no server once its placeholders (%s) are replaced; is the environment variable set?", name, strings.Join(placeholderNames(v), ", "))
 		}
 		return r
 	}
@@ -210,4 +212,21 @@ func (c *RedisConfig) resolve(repl *caddy.Replacer) (redisstore.Config, error) {
 	out.Timeout = time.Duration(c.Timeout)
 	out.DialTimeout = time.Duration(c.DialTimeout)
 	return out, err
+}
+
+// placeholderNames lists the placeholders of s, braces included.
+func placeholderNames(s string) []string {
+	var names []string
+	for {
+		i := strings.IndexByte(s, '{')
+		if i < 0 {
+			return names
+		}
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			return names
+		}
+		names = append(names, s[i:i+j+1])
+		s = s[i+j+1:]
+	}
 }

@@ -109,11 +109,11 @@ func TestProvisionErrors(t *testing.T) {
 		{"json: a redis timeout in nanoseconds", `{"redis": {"url": "redis://127.0.0.1:1", "timeout": 100}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "redis timeout 100ns is under 1ms"},
 		{"json: a redis dial_timeout in nanoseconds", `{"redis": {"url": "redis://127.0.0.1:1", "dial_timeout": 1}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "redis dial_timeout 1ns is under 1ms"},
 		{"redis url from an unset variable", `{"redis": {"url": "{env.FREQCAP_TEST_NEVER_SET}"}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`,
-			`redis url "{env.FREQCAP_TEST_NEVER_SET}" names no server once its placeholders are replaced`},
+			`redis url names no server once its placeholders ({env.FREQCAP_TEST_NEVER_SET}) are replaced`},
 		{"redis url host from an unset variable", `{"redis": {"url": "redis://{env.FREQCAP_TEST_NEVER_SET}:6379"}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`,
-			`redis url "redis://{env.FREQCAP_TEST_NEVER_SET}:6379" names no server`},
+			`redis url names no server once its placeholders ({env.FREQCAP_TEST_NEVER_SET}) are replaced`},
 		{"redis address host from an unset variable", `{"redis": {"addresses": ["{env.FREQCAP_TEST_NEVER_SET}:6379"]}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`,
-			`redis address "{env.FREQCAP_TEST_NEVER_SET}:6379" names no server`},
+			`redis address names no server`},
 		{"redis url and db that differ", `{"redis": {"url": "redis://127.0.0.1:1/3", "db": 5}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "the url selects database 3 and db 5"},
 		{"redis url and password that differ", `{"redis": {"url": "redis://:one@127.0.0.1:1", "password": "two"}, ` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, "the url and password each give a password, and they differ"},
 	} {
@@ -134,6 +134,17 @@ func TestMatchOnTheEnvironment(t *testing.T) {
 		if _, err := load(t, `{"dimensions": {"r": "{json.to}"}, "`+what+`": {"placeholder": "{env.FREQCAP_TEST_NO_CAPS}", "values": ["yes"]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`); err != nil {
 			t.Errorf("%s on {env.*}: %v", what, err)
 		}
+	}
+}
+
+// A url whose host an unset {env.*} leaves out is refused without the
+// password its other placeholders fill in: the error goes to the log and
+// to the admin API's answer.
+func TestRedisURLErrorHidesThePassword(t *testing.T) {
+	t.Setenv("FREQCAP_TEST_PW", "S3CRET-pw")
+	_, err := load(t, `{"redis": {"url": "redis://gw:{env.FREQCAP_TEST_PW}@{env.FREQCAP_TEST_NEVER_SET}:6379"}, "dimensions": {"r": "{json.to}"}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`)
+	if err == nil || strings.Contains(err.Error(), "S3CRET") || !strings.Contains(err.Error(), "names no server") {
+		t.Fatalf("error %v: want it refused, without the password", err)
 	}
 }
 

@@ -177,14 +177,11 @@ func logStartCheck(logger *zap.Logger, check redisstore.StartCheck, fields []zap
 			logger.Info("frequency cap store: could not read the eviction policy (grant +info to let the gateway check): make sure maxmemory-policy is noeviction",
 				with(node, zap.NamedError("reason", n.PolicyErr))...)
 		}
-		switch {
-		case n.NoAppendOnly && n.Replicas == 0:
-			logger.Warn("frequency cap store: redis keeps no append-only file and has no replica, so a restart loses the counts written since its last snapshot (all of them without snapshots) and every recipient starts a new quota: set appendonly yes, or add a replica to take over",
-				with(node)...)
-		case n.NoAppendOnly:
-			// A replica that takes over keeps the counts; a restart
-			// without a failover still loses them.
-			logger.Info("frequency cap store: redis keeps no append-only file; its replicas keep the counts through a failover, not through a restart of the node without one",
+		if n.NoAppendOnly {
+			// Replicas do not make up for it: they keep the counts
+			// through a failover, but a master that restarts empty
+			// before one empties them too, as they sync from it.
+			logger.Warn("frequency cap store: redis keeps no append-only file, so a restart loses the counts written since its last snapshot (all of them without snapshots) and every recipient starts a new quota; replicas keep them only through a failover: set appendonly yes",
 				with(node, zap.Int("replicas", n.Replicas))...)
 		}
 		ready++

@@ -14,7 +14,7 @@ type Check struct {
 	// Values are the request's values of Rule.By, in the same order.
 	Values []string
 	// Cost is how many units this request takes (0 counts nothing and is
-	// admitted while the rule is not over its limit).
+	// always admitted, even where the rule's count is past its limit).
 	Cost int64
 	// Zone is the recipient's zone for a calendar rule; nil means the rule's
 	// own zone.

@@ -47,11 +47,12 @@ func (pr *planRule) answer(res *Result, r recordlog.RawResult, sec *Section) {
 		return
 	}
 	// The store admitted it; it would have refused if what it counted
-	// before this request, and this request, exceed the limit.
+	// before this request, and this request, exceed the limit, unless the
+	// request counts nothing (as recordlog's Evaluate admits it).
 	res.Waived = true
 	before := r.Used
 	if sec.Recorded > 0 {
 		before -= sec.Cost
 	}
-	res.Denied = before+sec.Cost > pr.want
+	res.Denied = sec.Cost > 0 && before+sec.Cost > pr.want
 }

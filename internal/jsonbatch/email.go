@@ -16,13 +16,13 @@ var EmailAddress = &Reader{Name: "email", Read: Mailboxes}
 
 // Mailboxes returns the mailboxes a field names, each as Mailbox counts
 // it: one address; one with a display name ("Bob <bob@example.com>", which
-// mail APIs that take RFC 5322 addresses deliver to bob@example.com); or a
-// list of them separated by commas ("ann@x.com, Bob <bob@x.com>"), each
-// once. Before, a display name or a list read as one opaque mailbox of its
+// mail APIs that take RFC 5322 addresses deliver to bob@example.com) or a
+// comment ("bob@example.com (Bob)"); or a list of them separated by
+// commas ("ann@x.com, Bob <bob@x.com>"), each once. Before, a display name or a list read as one opaque mailbox of its
 // own, a count no addressee's cap shared.
 func Mailboxes(text string) ([]string, error) {
 	t := TrimKey(text)
-	if !strings.HasSuffix(t, ">") && !unquotedComma(t) {
+	if !strings.HasSuffix(t, ">") && !unquotedAny(t, ",(<") {
 		m, err := Mailbox(text)
 		if err != nil {
 			return nil, err
@@ -54,20 +54,19 @@ func Mailboxes(text string) ([]string, error) {
 	return out, nil
 }
 
-// unquotedComma reports whether s has a comma outside double quotes: a
-// list of addresses, where a quoted local part may hold a comma.
-func unquotedComma(s string) bool {
+// unquotedAny reports whether s has one of chars outside double quotes:
+// a list's comma, a comment's "(" or an address's "<", where a quoted
+// local part may hold any of them.
+func unquotedAny(s, chars string) bool {
 	quoted := false
 	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
+		switch c := s[i]; {
+		case c == '\\':
 			i++
-		case '"':
+		case c == '"':
 			quoted = !quoted
-		case ',':
-			if !quoted {
-				return true
-			}
+		case !quoted && strings.IndexByte(chars, c) >= 0:
+			return true
 		}
 	}
 	return false

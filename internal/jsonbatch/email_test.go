@@ -82,6 +82,8 @@ func TestMailboxes(t *testing.T) {
 		"team: ann@x.com, bob@x.com;":            {"ann@x.com", "bob@x.com"},
 		"Ann <ann@exämple.com>, ann@exämple.com": {"ann@xn--exmple-cua.com"},
 		"jörg@x.com":                             {"jörg@x.com"},
+		"carol@x.com (Carol)":                    {"carol@x.com"},
+		"carol@x.com (anything else)":            {"carol@x.com"},
 		`"jörg"@x.com`:                           {"jörg@x.com"},
 		"Jörg <jörg@x.com>, \"jörg\"@x.com":      {"jörg@x.com"},
 	} {

@@ -358,15 +358,12 @@ func CheckTimeout(name string, d time.Duration) error {
 }
 
 // urlNamesDB reports whether a URL that redis.ParseURL took names a
-// database: redis://host/3 and redis://host/0 do, redis://host does not
-// (nor does unix:///path without ?db=).
+// database: redis://host/3, redis://host/0 and redis://host?db=2 do (as
+// unix:///path?db=2), redis://host does not.
 func urlNamesDB(raw string) bool {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return false
 	}
-	if u.Scheme == "unix" {
-		return u.Query().Has("db")
-	}
-	return strings.Trim(u.Path, "/") != ""
+	return u.Query().Has("db") || u.Scheme != "unix" && strings.Trim(u.Path, "/") != ""
 }

@@ -365,6 +365,8 @@ func TestRedisConfigURLFilledIn(t *testing.T) {
 		{Config{URL: "redis://gw@" + srv.Addr, Username: "ops"}, "the url and username each give a username, and they differ"},
 		{Config{URL: "redis://" + srv.Addr + "/2", DB: 4}, "the url selects database 2 and db 4"},
 		{Config{URL: "redis://" + srv.Addr + "/0", DB: 4}, "the url selects database 0 and db 4"},
+		{Config{URL: "redis://" + srv.Addr + "?db=2", DB: 4}, "the url selects database 2 and db 4"},
+		{Config{URL: "redis://" + srv.Addr + "?db=0", DB: 4}, "the url selects database 0 and db 4"},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "other") {
