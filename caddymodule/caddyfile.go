@@ -354,17 +354,9 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 		case "tls_insecure_skip_verify":
 			rc.TLSInsecureSkipVerify, err = true, noArgs(d)
 		case "timeout":
-			if rc.Timeout, err = durationArg(d, "redis timeout"); err == nil {
-				if err = redisstore.CheckTimeout(sub, time.Duration(rc.Timeout)); err != nil {
-					err = d.Errf("%v", err)
-				}
-			}
+			rc.Timeout, err = redisTimeoutArg(d, sub)
 		case "dial_timeout":
-			if rc.DialTimeout, err = durationArg(d, "redis dial_timeout"); err == nil {
-				if err = redisstore.CheckTimeout(sub, time.Duration(rc.DialTimeout)); err != nil {
-					err = d.Errf("%v", err)
-				}
-			}
+			rc.DialTimeout, err = redisTimeoutArg(d, sub)
 		case "pool_size":
 			rc.PoolSize, err = intArg(d, "redis pool_size", 1)
 		case "script_only":
@@ -795,6 +787,18 @@ func intArg(d *caddyfile.Dispenser, what string, least int) (int, error) {
 		return 0, d.Errf("%s %q is not an integer of at least %d", what, s, least)
 	}
 	return n, nil
+}
+
+// redisTimeoutArg reads the redis block's timeout or dial_timeout (sub),
+// refusing one too short for any call to finish.
+func redisTimeoutArg(d *caddyfile.Dispenser, sub string) (caddy.Duration, error) {
+	t, err := durationArg(d, "redis "+sub)
+	if err == nil {
+		if err = redisstore.CheckTimeout(sub, time.Duration(t)); err != nil {
+			err = d.Errf("%v", err)
+		}
+	}
+	return t, err
 }
 
 func durationArg(d *caddyfile.Dispenser, what string) (caddy.Duration, error) {

@@ -89,7 +89,9 @@ func addQuiet(req *limiter.Request, d *limiter.Decision, quiet []quietHit) {
 func (h *Handler) noteStore(start time.Time, d *limiter.Decision) {
 	if d.Fallback == nil {
 		h.metrics.byStore.Inc()
-		h.outage.answered(start, time.Now())
+		if h.outage.failing() {
+			h.outage.answered(start, time.Now())
+		}
 		return
 	}
 	h.outage.failed(time.Now(), OnErrorLocal)

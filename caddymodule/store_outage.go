@@ -69,6 +69,11 @@ func (o *storeOutage) failed(now time.Time, onError string) {
 	}
 }
 
+// failing reports whether an outage is open: the store's answers call
+// answered only then, so that an answering store costs one atomic load a
+// decision, not a clock read too.
+func (o *storeOutage) failing() bool { return o != nil && o.since.Load() != 0 }
+
 // answered notes that the store answered, at end, a call made at start.
 // The first answer to a call made after the first failure was seen ends
 // the outage: an answer to a call made before it says nothing of the

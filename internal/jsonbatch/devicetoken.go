@@ -23,7 +23,7 @@ const apnsTokenMinHex = 64
 // DeviceTokenKey returns a device token as a cap counts it: an APNs
 // token (64 or more hex digits, white space around them trimmed) in lower
 // case, since APNs delivers ABCDEF0A… to the device of abcdef0a… and
-// senders spell it either way (Safari's tokens come upper-cased); any
+// senders spell it either way (Safari's tokens come upper-cased); an
 // ExpoPushToken[<id>] as ExponentPushToken[<id>] (see expoPrefix); any
 // other text as written, FCM, HMS and Expo tokens being case-sensitive
 // and never all hex this long, and a topic name this long and all hex

@@ -18,8 +18,8 @@ var EmailAddress = &Reader{Name: "email", Read: Mailboxes}
 // it: one address; one with a display name ("Bob <bob@example.com>", which
 // mail APIs that take RFC 5322 addresses deliver to bob@example.com) or a
 // comment ("bob@example.com (Bob)"); or a list of them separated by
-// commas ("ann@x.com, Bob <bob@x.com>"), each once. Before, a display name or a list read as one opaque mailbox of its
-// own, a count no addressee's cap shared.
+// commas ("ann@x.com, Bob <bob@x.com>"), each once. Read as one address,
+// each of those would be a mailbox no addressee's cap shares.
 func Mailboxes(text string) ([]string, error) {
 	t := TrimKey(text)
 	if !strings.HasSuffix(t, ">") && !unquotedAny(t, ",(<") {
