@@ -69,14 +69,30 @@ func adminPort(t *testing.T) int {
 	return inProcess.adminPort
 }
 
+// handedPorts are the ports freePort has given out in this process.
+var handedPorts sync.Map
+
+// freePort returns a free port on 127.0.0.1 that it has not given out
+// before in this process. The kernel may hand a closed port out again,
+// and Caddy binds with SO_REUSEPORT: two gateways given one port (one's
+// site, the other's admin endpoint) would both bind it, and the kernel
+// would split the senders between them (a TestManyGatewaysOneTruth run
+// saw 3,551 of 20,115 sends answered by another gateway's admin API).
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("finding a free port: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if _, given := handedPorts.LoadOrStore(port, true); !given {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("finding a free port: the kernel kept handing out ports given before")
+	return 0
 }
 
 // prefixSeq gives every test its own key_prefix, so that no test sees the
