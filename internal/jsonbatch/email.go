@@ -101,10 +101,22 @@ func Mailbox(addr string) (string, error) {
 	if domain == "" {
 		return "", fmt.Errorf("%q is not an email address (local-part@domain)", addr)
 	}
+	if i := strings.IndexFunc(domain, notInDomain); i >= 0 {
+		return "", fmt.Errorf("%q is not an email address (%q cannot be in a domain)", addr, domain[i:i+1])
+	}
 	if n := len(local); n > 2 && local[0] == '"' && local[n-1] == '"' && dotAtom(local[1:n-1]) {
 		local = local[1 : n-1]
 	}
 	return local + "@" + domain, nil
+}
+
+// notInDomain reports whether r can be in no domain, nor in a domain
+// literal ("[192.0.2.1]"): white space, a control, or a character that
+// ends or delimits an address in a header ("<>(),;\"\\"). A domain
+// holding one is no mailbox a service delivers to, and would read as
+// another text ("a@x>." would be a@x>, an unclosed angle address).
+func notInDomain(r rune) bool {
+	return r <= ' ' || r == 0x7f || strings.ContainsRune("<>(),;\"\\", r)
 }
 
 // rootless is a domain without its root dots ("example.com." is

@@ -32,7 +32,9 @@ func TestMailbox(t *testing.T) {
 	if got, _ := Mailbox(`"a b"@example.com`); got != `"a b"@example.com` {
 		t.Errorf("a local part that needs its quotes: %q", got)
 	}
-	for _, in := range []string{"", " ", "ann", "@example.com", "ann@", " @ ", "ann@."} {
+	// A domain with a character no domain holds is no mailbox: "l@x>." is
+	// not l@x> (which would read back as an unclosed angle address).
+	for _, in := range []string{"", " ", "ann", "@example.com", "ann@", " @ ", "ann@.", "l@x\x90o>.", "l@x>", "ann@exa mple.com", "ann@x;y.com", "ann@x\x00.com"} {
 		if got, err := Mailbox(in); err == nil {
 			t.Errorf("Mailbox(%q) = %q, want an error", in, got)
 		}
