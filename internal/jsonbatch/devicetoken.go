@@ -24,15 +24,17 @@ const apnsTokenMinHex = 64
 // token (64 or more hex digits, white space around them trimmed) in lower
 // case, since APNs delivers ABCDEF0A… to the device of abcdef0a… and
 // senders spell it either way (Safari's tokens come upper-cased); an
-// ExpoPushToken[<id>] as ExponentPushToken[<id>] (see expoPrefix); any
+// ExpoPushToken[<id>] as ExponentPushToken[<id>] (see expoPrefix), white
+// space around it trimmed (else " ExpoPushToken[x]", trimmed later as
+// every keying value is, would be a count apart from the token's); any
 // other text as written, FCM, HMS and Expo tokens being case-sensitive
 // and never all hex this long, and a topic name this long and all hex
 // being no topic anyone names.
 func DeviceTokenKey(text string) string {
-	if id, ok := strings.CutPrefix(text, expoAltPrefix); ok && strings.HasSuffix(id, "]") {
+	t := TrimKey(text) // as a keying value is trimmed, before its prefix is read
+	if id, ok := strings.CutPrefix(t, expoAltPrefix); ok && strings.HasSuffix(id, "]") {
 		return expoPrefix + id
 	}
-	t := TrimKey(text)
 	if len(t) < apnsTokenMinHex {
 		return text
 	}

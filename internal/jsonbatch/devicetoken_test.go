@@ -22,11 +22,31 @@ func TestDeviceTokenKey(t *testing.T) {
 		// Expo's SDKs take either prefix for one token.
 		"ExpoPushToken[AbCdEf012]": "ExponentPushToken[AbCdEf012]",
 		"ExpoPushToken[AbCdEf012":  "ExpoPushToken[AbCdEf012",
-		strings.Repeat("G", 64):    strings.Repeat("G", 64),
-		"":                         "",
+		// White space around the prefix hides it from no one.
+		" ExpoPushToken[AbCdEf012]\u200b": "ExponentPushToken[AbCdEf012]",
+		strings.Repeat("G", 64):           strings.Repeat("G", 64),
+		"":                                "",
 	} {
 		if got := DeviceTokenKey(in); got != want {
 			t.Errorf("%q: %q, want %q", in, got, want)
 		}
 	}
+}
+
+// A token's key, trimmed as a keying value is, is its own key, and white
+// space around the token changes nothing: no respelling of a counted token
+// reads as a count of its own.
+func FuzzDeviceTokenKey(f *testing.F) {
+	for _, s := range []string{strings.Repeat("ABCDEF0a", 8), "ExpoPushToken[x]", " ExpoPushToken[x] ", "ExponentPushToken[x]", "fcm:token", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, token string) {
+		key := TrimKey(DeviceTokenKey(token))
+		if again := TrimKey(DeviceTokenKey(key)); again != key {
+			t.Fatalf("%q counts as %q, whose own key is %q", token, key, again)
+		}
+		if spaced := TrimKey(DeviceTokenKey(" " + token + "\t")); spaced != key {
+			t.Fatalf("%q counts as %q, with white space around it as %q", token, key, spaced)
+		}
+	})
 }
