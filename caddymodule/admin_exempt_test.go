@@ -72,7 +72,8 @@ func TestUsageShowsExemptSends(t *testing.T) {
 // its limit by an exempt send says when it admits a send again
 // (retry_after: once two sends have left, here the second), not only when
 // the next unit frees up (reset_after: the first send), and that the two
-// differ by the time between the sends; a rule that admits has none.
+// differ by the time between the sends; a rule that admits has none. A
+// records listing says the same wait.
 func TestUsageSaysWhenASendGoesPastExemptSends(t *testing.T) {
 	up := startUpstream(t)
 	name := "exempt_" + strconv.FormatInt(prefixSeq.Load()+1, 10)
@@ -102,6 +103,12 @@ func TestUsageSaysWhenASendGoesPastExemptSends(t *testing.T) {
 	}
 	if d := *u.RetryAfter - u.ResetAfter; d < 1 || d > 3 || *u.RetryAfter > 60 {
 		t.Errorf("reset_after %d, retry_after %d: want the second send's departure, about 2 s after the first's", u.ResetAfter, *u.RetryAfter)
+	}
+	// A listing of everything held about her gives the same wait.
+	for _, r := range recordsOf(t, name, "recipient=eve").Rules {
+		if r.Rule == "minute" && (r.RetryAfter == nil || *r.RetryAfter < *u.RetryAfter-1 || *r.RetryAfter > *u.RetryAfter) {
+			t.Errorf("records: retry_after %v, usage's %d", r.RetryAfter, *u.RetryAfter)
+		}
 	}
 	a := g.send("/", map[string]any{"to": "eve"})
 	expectStatus(t, a, http.StatusTooManyRequests)

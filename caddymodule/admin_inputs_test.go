@@ -57,13 +57,15 @@ func TestAdminAsksForEveryValue(t *testing.T) {
 	if got := notes(budget); got != "cost json.units=: whether a send fits depends on its cost, JSON units: not given" || budget.Admits != nil {
 		t.Errorf("the budget without a cost: %q, admits %v", got, budget.Admits)
 	}
+	// A send costing more than the limit has no wait that admits it, as
+	// the gateway's answer to it says.
 	for _, c := range []struct {
-		units  string
-		admits bool
-	}{{"98", true}, {"99", false}} {
+		units        string
+		admits, wait bool
+	}{{"98", true, true}, {"99", false, true}, {"101", false, false}} {
 		b := usageOf(t, name, "campaign=spring&json.units="+c.units)["campaign_budget"]
-		if b.Used != 2 || b.Cost == nil || b.Admits == nil || *b.Admits != c.admits || len(b.Assumed) != 0 || (!c.admits && (b.RetryAfter == nil || *b.RetryAfter < 1)) {
-			t.Errorf("the budget for a send of %s: used %d, cost %v, admits %v, retry_after %v; want admits %v", c.units, b.Used, b.Cost, b.Admits, b.RetryAfter, c.admits)
+		if b.Used != 2 || b.Cost == nil || b.Admits == nil || *b.Admits != c.admits || len(b.Assumed) != 0 || c.wait != (b.RetryAfter != nil) || (c.wait && !c.admits && *b.RetryAfter < 1) {
+			t.Errorf("the budget for a send of %s: used %d, cost %v, admits %v, retry_after %v; want admits %v, a wait %v", c.units, b.Used, b.Cost, b.Admits, b.RetryAfter, c.admits, c.wait)
 		}
 	}
 

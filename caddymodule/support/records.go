@@ -240,7 +240,10 @@ func (q *recordsQuery) entries(held []limiter.HeldLog) (entries []usageEntry, un
 
 // entry reads cr's log h (nil: the one of the dimension's value alone).
 func (q *recordsQuery) entry(cr *capset.Rule, h *limiter.HeldLog) usageEntry {
-	c := limiter.Check{Rule: cr.Rule, Values: make([]string, len(cr.Rule.By)), Limit: cr.LimitFallback}
+	// The rule's own cost, as usage gives it (see usageQuery.check): a
+	// rule past its limit by exempt sends is then refused, with the wait
+	// the next send would get.
+	c := limiter.Check{Rule: cr.Rule, Values: make([]string, len(cr.Rule.By)), Limit: cr.LimitFallback, Cost: cr.Cost}
 	for j, d := range cr.Rule.By {
 		if j == 0 {
 			c.Values[0] = q.value

@@ -362,7 +362,13 @@ func usageOf(cs *capset.CapSet, ctx context.Context, entries []usageEntry) (time
 		}
 		if e.cr.CostExpr != "" && !slices.ContainsFunc(e.assumed, func(a assumption) bool { return a.Kind == kindCost }) {
 			cost, admits, retry := e.check.Cost, !res.Denied, reply.CeilSeconds(res.RetryAfter)
-			ru.Cost, ru.Admits, ru.RetryAfter = &cost, &admits, &retry
+			ru.Cost, ru.Admits = &cost, &admits
+			if cost <= res.Limit {
+				// A send costing more than the limit is refused for
+				// good (the gateway's detail: no wait admits it), so
+				// it has no wait to give.
+				ru.RetryAfter = &retry
+			}
 		} else if e.cr.CostExpr == "" && res.Denied && !e.cr.Shadow {
 			retry := reply.CeilSeconds(res.RetryAfter)
 			ru.RetryAfter = &retry
