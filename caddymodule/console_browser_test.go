@@ -221,10 +221,12 @@ func TestConsoleBrowser(t *testing.T) {
 	read(t, b, "clearing the content", chromedp.Evaluate[string](`document.querySelector('`+push+`input[name="content"]').value = ""`))
 
 	const evil = `<script>alert(1)</script><img src=x onerror=alert(2)>`
+	// A content that turns the text after it right to left (U+202E).
+	const reversing = "promo \u202e"
 	// Sent twice, so that the look-up's view (2 used) cannot be taken for
 	// the one before it (dave's usage, 1 used).
 	for i := 0; i < 2; i++ {
-		expectStatus(t, g.send("/push", map[string]any{"to": evil, "content": "hi"}), http.StatusOK)
+		expectStatus(t, g.send("/push", map[string]any{"to": evil, "content": reversing}), http.StatusOK)
 	}
 	b.do(t, "looking up a recipient named with markup",
 		chromedp.SetValue(push+`input[name="recipient"]`, evil),
@@ -238,6 +240,12 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	if injected != 0 {
 		t.Errorf("%d script or img elements made it into the page", injected)
+	}
+	// Each value sits in a <bdi> of its own, so that its direction stays
+	// inside it: the names and counts after it read in order.
+	isolated := read(t, b, "the values isolated", chromedp.Evaluate[[]string](`[...document.querySelectorAll('`+push+`.for bdi, `+push+`.log-values bdi')].map(e => e.textContent)`))
+	if strings.Join(isolated, "|") != evil+"|"+reversing {
+		t.Errorf("the values in <bdi> elements: %q, want the recipient's and the content's", isolated)
 	}
 	b.do(t, "waiting for a dialog that must not open", chromedp.Sleep(300*time.Millisecond))
 
