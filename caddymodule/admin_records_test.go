@@ -148,17 +148,40 @@ func TestAdminRecords(t *testing.T) {
 			if hashed != 1 {
 				t.Errorf("%d logs say they hold a hashed value, want 1 (the long body)", hashed)
 			}
-			// The hash shown, pasted back as the content, reads that
-			// log (it read none: "0 used" beside a refused send).
+			// The hash shown, given back as the content with hashed
+			// naming it, reads that log (it read none: "0 used" beside
+			// a refused send); without hashed, the text as sent, which
+			// nobody sent.
 			for _, u := range r.Rules {
 				if len(u.Hashed) == 0 {
 					continue
 				}
-				q := url.Values{"recipient": {phone}, "content": {u.Values["content"]}}
+				q := url.Values{"recipient": {phone}, "content": {u.Values["content"]}, "hashed": {"content"}}
 				if got := usageOf(t, name, q.Encode())["same_content"]; got.Used != 1 {
 					t.Errorf("usage of the shown hash %s: %+v, want 1 used", u.Values["content"], got)
 				}
+				q.Del("hashed")
+				if got := usageOf(t, name, q.Encode())["same_content"]; got.Used != 0 {
+					t.Errorf("usage of the text %s: %+v, want 0 used", u.Values["content"], got)
+				}
+				q.Set("hashed", "recipient")
+				expectStatus(t, adminDo(t, http.MethodGet, "/frequency_cap/"+name+"/usage?"+q.Encode()), http.StatusBadRequest)
 			}
+			expectStatus(t, adminDo(t, http.MethodGet, "/frequency_cap/"+name+"/records?recipient="+url.QueryEscape(phone)+"&hashed=recipient"), http.StatusBadRequest)
+
+			// A sender may send a text shaped as a hash is shown: read
+			// as sent, usage names the log it is counted in, and a
+			// reset of it lets the next send through (a probe: usage
+			// said 0 used and a reset left the send refused).
+			shaped := url.Values{"recipient": {"#0123456789abcdef0123456789abcdef"}, "content": {"#0123456789abcdef0123456789abcdef"}}
+			shapedSend := map[string]any{"to": shaped.Get("recipient"), "body": shaped.Get("content"), "amount": 0}
+			expectStatus(t, g.send("/", shapedSend), http.StatusOK)
+			expectStatus(t, g.send("/", shapedSend), http.StatusTooManyRequests)
+			if got := usageOf(t, name, shaped.Encode()); got["same_content"].Used != 1 || got["recipient_minute"].Used != 1 {
+				t.Errorf("usage of a hash-shaped text as sent: same_content %+v, recipient_minute %+v; want 1 used each (the refused send is not counted)", got["same_content"], got["recipient_minute"])
+			}
+			expectStatus(t, adminDo(t, http.MethodDelete, "/frequency_cap/"+name+"/usage?"+shaped.Encode()), http.StatusOK)
+			expectStatus(t, g.send("/", shapedSend), http.StatusOK)
 
 			a := adminDo(t, http.MethodDelete, "/frequency_cap/"+name+"/records?recipient="+phone)
 			expectStatus(t, a, http.StatusOK)

@@ -147,6 +147,24 @@ func TestConsoleWords(t *testing.T) {
 		}
 		t.Logf("screenshot at %d px: %s", width, file)
 	}
+
+	// The hash a listing shows, pasted as the content beside her, reads
+	// the long body's log, and the heading says it read a hash.
+	hash := read(t, b, "the hash shown", chromedp.Evaluate[string](`[...document.querySelectorAll('`+sec+`.rule[data-rule="same_content"] .log-values bdi')].map(e => e.textContent).find(v => v.startsWith("#")) || ""`))
+	if len(hash) != 33 {
+		t.Fatalf("the listing shows no hash of the long body: %q", hash)
+	}
+	b.do(t, "looking up her and the hash as the content",
+		chromedp.SendKeys(sec+`input[name="content"]`, hash),
+		chromedp.Click(sec+`button[type="submit"]`),
+		chromedp.Poll[chromedp.Void](`document.querySelector('`+sec+`.for').textContent.startsWith("Usage for")`),
+	)
+	if got := read(t, b, "the heading", chromedp.Text(sec+`.for`)); got != "Usage for recipient = "+who+", content = "+hash+" (hash of a long value)" {
+		t.Errorf("the heading reads %q", got)
+	}
+	if used := read(t, b, "the content rule", chromedp.Evaluate[string](`document.querySelector('`+sec+`.rule[data-rule="same_content"]').dataset.used`)); used != "1" {
+		t.Errorf("the content rule reads %s used, want the long body's 1", used)
+	}
 	b.expectQuiet(t)
 }
 

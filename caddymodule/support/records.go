@@ -136,6 +136,11 @@ func readRecordsQuery(cs *capset.CapSet, raw string) (*recordsQuery, *reply.Fail
 	if fail != nil {
 		return nil, fail
 	}
+	if len(p.hashed) > 0 {
+		// The store lists what it holds under a value's key, which a
+		// long value's hash does not give back.
+		return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: "records reads its one value as sent: hashed is for usage"}
+	}
 	// The constant dimension of a rule without by is always among the
 	// values, and never the one asked for: its log is everyone's.
 	asked := map[string]string{}

@@ -470,6 +470,13 @@ const (
 	resetSourceConsole = "console"
 )
 
+// hashedParam is the admin query parameter that names the dimensions
+// (comma-separated) whose value is given as records shows a long one,
+// "#" and the hex of its hash, to read that value's log: without it a
+// value is read as sent, since a sender may send such a text too, and it
+// would otherwise read another log than the one the gateway counts it in.
+const hashedParam = "hashed"
+
 // zoneParam is the admin query parameter that names the zone of calendar
 // rules whose zone is a placeholder.
 const zoneParam = "zone"
@@ -480,6 +487,9 @@ type usageQuery struct {
 	cs     *capset.CapSet
 	rules  []*capset.Rule
 	values map[string]string
+	// hashed names the dimensions whose value is given as the store
+	// keeps a long one (hashedParam).
+	hashed map[string]bool
 	inputs []input
 	given  given
 }
@@ -544,9 +554,10 @@ func (q *usageQuery) check(cr *capset.Rule) (limiter.Check, []assumption) {
 	// exempt sends waits for more than one unit to free up).
 	c := limiter.Check{Rule: cr.Rule, Values: make([]string, len(cr.Dims)), Limit: cr.LimitFallback, Cost: cr.Cost}
 	for j, di := range cr.Dims {
-		c.Values[j] = q.values[q.cs.Dims[di].Name]
-		if j < 64 && limiter.IsStoredHash(c.Values[j]) {
-			// A long value as records shows it, pasted back: its log.
+		name := q.cs.Dims[di].Name
+		c.Values[j] = q.values[name]
+		if j < 64 && q.hashed[name] {
+			// A long value as records shows it, given back: its log.
 			c.StoredForms |= 1 << j
 		}
 	}
@@ -591,13 +602,22 @@ func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail 
 
 	q = &usageQuery{cs: cs, values: make(map[string]string, len(params)), inputs: inputsOf(cs),
 		given: given{zones: map[string]*time.Location{}, limits: map[string]int64{}, costs: map[string]int64{}}}
+	if _, isDim := cs.Dimensions[hashedParam]; !isDim && len(params[hashedParam]) == 1 {
+		// Read first: a hashed value is no text for a reader to read
+		// (an email's, a device token's).
+		q.hashed = map[string]bool{}
+		for _, d := range strings.Split(params[hashedParam][0], ",") {
+			q.hashed[d] = true
+		}
+	}
 	for _, k := range keys {
 		vs := params[k]
 		_, isDim := cs.Dimensions[k]
 		isInput := slices.ContainsFunc(q.inputs, func(in input) bool { return in.Param == k })
 		isZone := !isDim && !isInput && k == zoneParam
+		isHashed := !isDim && !isInput && k == hashedParam
 		switch {
-		case !isDim && !isInput && !isZone:
+		case !isDim && !isInput && !isZone && !isHashed:
 			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k,
 				Reason: fmt.Sprintf("unknown dimension %q (%s has %s%s)", k, cs.Name, strings.Join(dimensionNames(cs), ", "), alsoTakes(q.inputs))}
 		case len(vs) != 1 && isDim:
@@ -616,7 +636,7 @@ func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail 
 				if d.Name == k && d.Keying {
 					q.values[k] = jsonbatch.TrimKey(vs[0])
 				}
-				if d.Name == k && d.Lookup != nil && q.values[k] != "" {
+				if d.Name == k && d.Lookup != nil && q.values[k] != "" && !q.hashed[k] {
 					v, err := d.Lookup(q.values[k])
 					if err != nil {
 						return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k, Reason: k + ": " + err.Error()}
@@ -636,12 +656,19 @@ func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail 
 			if _, fail := q.given.give(q.inputs, k, vs[0]); fail != nil {
 				return nil, false, fail
 			}
+		case isHashed: // read before the loop
 		default:
 			z, err := zones.Load(vs[0])
 			if err != nil {
 				return nil, false, &reply.Failure{Status: http.StatusBadRequest, Reason: "zone: " + err.Error()}
 			}
 			q.given.zone, zoneGiven = z, true
+		}
+	}
+	for d := range q.hashed {
+		if v, ok := q.values[d]; !ok || !limiter.IsStoredHash(v) {
+			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: d,
+				Reason: fmt.Sprintf("hashed names %s, whose value is not given as a long value's hash (# and 32 lower-case hex digits, as records shows it)", d)}
 		}
 	}
 	for _, d := range cs.Dims {
