@@ -165,16 +165,17 @@ func logStartCheck(logger *zap.Logger, check redisstore.StartCheck, fields []zap
 			// It answered, so it is no outage, but every decision's
 			// write fails until its operator acts.
 			unreachable++
-			logger.Warn("frequency cap store refuses writes at start (out of memory, or a failing snapshot): decisions go to on_error until it takes them",
+			logger.Warn("frequency cap store refuses writes at start (out of memory, a failing snapshot, or fewer replicas than min-replicas-to-write): decisions go to on_error until it takes them",
 				with(node, zap.NamedError("reason", n.WritesRefused))...)
 			continue
 		}
 		switch {
-		case redisstore.EvictsCounts(n.EvictionPolicy):
+		case redisstore.EvictsCounts(n.EvictionPolicy) && n.MaxMemory != 0:
+			// With no maxmemory (0) a 64-bit server never evicts.
 			logger.Warn("frequency cap store: redis may evict counts at maxmemory (every key has a TTL, so volatile-* evicts them too): set maxmemory-policy noeviction",
 				with(node, zap.String("maxmemory_policy", n.EvictionPolicy), zap.Int64("maxmemory", n.MaxMemory))...)
 		case n.EvictionPolicy == "":
-			logger.Info("frequency cap store: could not read the eviction policy (grant +info to let the gateway check): make sure maxmemory-policy is noeviction",
+			logger.Info("frequency cap store: could not read the eviction policy (grant +info, or give the server INFO under its own name, to let the gateway check): make sure maxmemory-policy is noeviction",
 				with(node, zap.NamedError("reason", n.PolicyErr))...)
 		}
 		if n.NoAppendOnly {

@@ -21,8 +21,17 @@ import (
 //     loads with a warning, its decisions go to on_error, and it serves
 //     again once memory is freed (it failed every start and reload,
 //     advising to fix the username and password);
+//   - so does one with fewer replicas in reach than min-replicas-to-write
+//     asks (it failed the load, advising to grant the user what it had);
 //   - a replica refuses every write for good: the load fails, saying to
-//     point the store at the master;
+//     point the store at the master; so does a replica that takes writes
+//     (replica-read-only no), whose counts replication overwrites (it
+//     loaded as ready, and two gateways, one on each, admitted the cap
+//     twice);
+//   - a server that knows a command the store sends under no such name
+//     (rename-command): the load fails, naming it and saying so, never to
+//     grant a permission (EVALSHA or TIME renamed loaded as ready, or as
+//     unreachable, and under on_error allow every cap stayed off);
 //   - a db the server does not have: the load fails, saying so;
 //   - a server that speaks only TLS, reached without tls: the load fails,
 //     saying to turn tls on (it loaded with "unreachable ... EOF", and under
@@ -61,8 +70,25 @@ func TestServerStatesAtStart(t *testing.T) {
 		}
 	})
 
+	t.Run("fewer replicas than min-replicas-to-write loads, with a warning", func(t *testing.T) {
+		srv := redistest.Start(t, "--min-replicas-to-write", "1")
+		redisJSON := fmt.Sprintf(`{"addresses": [%q]}`, srv.Addr)
+		if _, err := loadWithRedis(t, redisJSON, OnErrorDeny); err != nil {
+			t.Fatalf("a Redis waiting for a replica failed the load: %v", err)
+		}
+		logs := startCheckLogs(t, redisJSON, OnErrorDeny)
+		warned := only(logs, zapcore.WarnLevel, "refuses writes at start")
+		if len(warned) != 1 || !strings.Contains(fmt.Sprint(warned[0].ContextMap()["reason"]), "NOREPLICAS") {
+			t.Errorf("want one warning naming NOREPLICAS; got %v", logs)
+		}
+	})
+
 	master := redistest.Start(t)
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", fmt.Sprint(master.Port))
+	writable := redistest.Start(t, "--replicaof", "127.0.0.1", fmt.Sprint(master.Port), "--replica-read-only", "no")
+	noEvalsha := redistest.Start(t, "--rename-command", "evalsha", "")
+	noTime := redistest.Start(t, "--rename-command", "time", "")
+	renamedEval := redistest.Start(t, "--rename-command", "eval", "eval_x")
 	tlsOnly := redistest.StartTLS(t)
 	for _, c := range []struct {
 		name, redis string
@@ -71,6 +97,14 @@ func TestServerStatesAtStart(t *testing.T) {
 	}{
 		{"a replica", fmt.Sprintf(`{"addresses": [%q]}`, replica.Addr),
 			[]string{"redis at " + replica.Addr, "READONLY", "point the store at the master"}, redisstore.ErrNoPermission},
+		{"a replica that takes writes", fmt.Sprintf(`{"addresses": [%q]}`, writable.Addr),
+			[]string{"redis at " + writable.Addr, "role:slave", "point the store at the master"}, redisstore.ErrNoPermission},
+		{"EVALSHA disabled", fmt.Sprintf(`{"addresses": [%q]}`, noEvalsha.Addr),
+			[]string{"redis at " + noEvalsha.Addr, "evalsha on keys rf:*: ERR unknown command", "remove its rename-command"}, redisstore.ErrNoPermission},
+		{"TIME disabled", fmt.Sprintf(`{"addresses": [%q]}`, noTime.Addr),
+			[]string{"redis at " + noTime.Addr, "time: ERR unknown command", "time (inside the store's scripts): ERR Unknown Redis command called from script", "remove its rename-command"}, redisstore.ErrNoPermission},
+		{"EVAL renamed", fmt.Sprintf(`{"addresses": [%q]}`, renamedEval.Addr),
+			[]string{"redis at " + renamedEval.Addr, "eval on keys rf:*: ERR unknown command", "remove its rename-command"}, redisstore.ErrNoPermission},
 		{"a db the server does not have", fmt.Sprintf(`{"addresses": [%q], "db": 99}`, master.Addr),
 			[]string{"redis at " + master.Addr, "DB index is out of range", "set db to a database the server has"}, redisstore.ErrNoPermission},
 		{"a TLS server reached without tls", fmt.Sprintf(`{"addresses": [%q]}`, tlsOnly.Addr),
@@ -80,7 +114,7 @@ func TestServerStatesAtStart(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := loadWithRedis(t, c.redis, OnErrorAllow)
-			expectLoadRefused(t, err, c.want, "username and password")
+			expectLoadRefused(t, err, c.want, "username and password", "grant the user")
 			if !errors.Is(err, c.errorIs) {
 				t.Errorf("the error is not %v: %v", c.errorIs, err)
 			}

@@ -131,6 +131,13 @@ func TestStartCheckLogs(t *testing.T) {
 		if len(w) != 1 || w[0].ContextMap()["maxmemory_policy"] != "volatile-lru" {
 			t.Fatalf("want one warning naming volatile-lru; got %v", logs)
 		}
+		// Without a maxmemory a 64-bit server never evicts: nothing
+		// to warn of.
+		srv = redistest.Start(t, "--maxmemory-policy", "allkeys-lru", "--appendonly", "yes")
+		logs = startCheckLogs(t, fmt.Sprintf(`{"addresses": [%q]}`, srv.Addr), "allow")
+		if w := only(logs, zapcore.WarnLevel, "may evict counts"); len(w) != 0 {
+			t.Errorf("allkeys-lru without maxmemory: %v", w)
+		}
 	})
 
 	t.Run("ready", func(t *testing.T) {

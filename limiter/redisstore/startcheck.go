@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,10 +67,11 @@ type NodeCheck struct {
 	// Replicas is how many replicas INFO says are connected to the node.
 	Replicas int
 	// WritesRefused is the node's refusal of a write for its state, not
-	// for the user: OOM (at maxmemory under noeviction) or MISCONF (a
-	// snapshot that fails). It mends once the server's operator frees
-	// memory or fixes the disk, so it does not stop a load; decisions go
-	// to on_error until then.
+	// for the user: OOM (at maxmemory under noeviction), MISCONF (a
+	// snapshot that fails) or NOREPLICAS (min-replicas-to-write, with
+	// replicas down or lagging). It mends once the server's operator frees
+	// memory, fixes the disk or the replicas catch up, so it does not stop
+	// a load; decisions go to on_error until then.
 	WritesRefused error
 	// SpeaksTLS is set on a node that could not be asked and completes
 	// a TLS handshake, the store connecting without TLS
@@ -78,6 +80,8 @@ type NodeCheck struct {
 	// mode is INFO's redis_mode (Valkey's server_mode): standalone,
 	// cluster or sentinel, when read.
 	mode string
+	// role is INFO's role: master or slave, when read.
+	role string
 }
 
 // Refusal is one command the store needs that the user may not run.
@@ -106,10 +110,15 @@ const (
 	// RefusedDB is a db setting that names a database the server does not
 	// have.
 	RefusedDB
-	// RefusedReplica is a server that is a read-only replica: it refuses
-	// every write the store makes, however long one waits, unless it is
-	// promoted.
+	// RefusedReplica is a server that is a replica: a read-only one
+	// refuses every write the store makes, however long one waits, unless
+	// it is promoted; a writable one (replica-read-only no) takes them,
+	// and replication from its master overwrites them.
 	RefusedReplica
+	// RefusedUnknownCommand is a command the server does not know under
+	// its own name: disabled or renamed (rename-command), as managed
+	// services do with some. No user's permission mends it.
+	RefusedUnknownCommand
 	// RefusedClusterNode is a node of a Redis Cluster reached as one
 	// server: a key on another master answers MOVED.
 	RefusedClusterNode
@@ -131,6 +140,8 @@ func (k RefusalKind) Fix() string {
 		return "set db to a database the server has, below its databases setting"
 	case RefusedReplica:
 		return "point the store at the master, not a replica, or name the master with sentinel_master"
+	case RefusedUnknownCommand:
+		return "give the server the command under its own name (remove its rename-command), or use a server that offers it: docs/operations.md lists under Least privilege what the store sends"
 	case RefusedClusterNode:
 		return "add cluster to the redis settings, with the cluster's nodes as addresses"
 	case RefusedNotCluster:
@@ -150,14 +161,24 @@ func (k RefusalKind) Fix() string {
 func (k RefusalKind) wrongKind() bool { return k >= RefusedClusterNode }
 
 // writeRefusedForState reports whether a server's answer refuses a write
-// for the server's state (OOM, MISCONF) rather than for the user.
+// for the server's state (OOM, MISCONF, or NOREPLICAS: fewer replicas in
+// reach than min-replicas-to-write asks) rather than for the user.
 func writeRefusedForState(msg string) bool {
-	return outOfMemory(msg) || strings.HasPrefix(msg, "MISCONF ")
+	return outOfMemory(msg) || strings.HasPrefix(msg, "MISCONF ") || strings.HasPrefix(msg, "NOREPLICAS ")
+}
+
+// unknownInScript reports whether a script's call failed on a command the
+// server does not know (renamed or disabled).
+func unknownInScript(msg string) bool {
+	return strings.Contains(msg, "Unknown Redis command called from script")
 }
 
 // readOnlyReplica reports whether a server's answer is a replica's
-// refusal of a write.
-func readOnlyReplica(msg string) bool { return strings.HasPrefix(msg, "READONLY ") }
+// refusal of a write: READONLY, or MASTERDOWN from one that serves
+// nothing while its master is down (replica-serve-stale-data no).
+func readOnlyReplica(msg string) bool {
+	return strings.HasPrefix(msg, "READONLY ") || strings.HasPrefix(msg, "MASTERDOWN ")
+}
 
 func (r Refusal) String() string {
 	where := ""
@@ -319,8 +340,10 @@ func (s *Store) checkNode(ctx context.Context, node string, c pipeliner, key str
 			nc.Refused = []Refusal{{Command: "time", Reason: err.Error() + " (the server is a Sentinel)", Kind: RefusedSentinelServer}}
 			return nc
 		}
-		nc.Err = err
-		return nc.setupRefused()
+		if !unknownCommand(err) { // a server without TIME answered: refused below
+			nc.Err = err
+			return nc.setupRefused()
+		}
 	}
 	if tm.Err() == nil && tm.Val().IsZero() {
 		nc.Err = perr
@@ -334,18 +357,24 @@ func (s *Store) checkNode(ctx context.Context, node string, c pipeliner, key str
 		if keyed {
 			r.Keys = keys
 		}
+		if unknownCommand(err) || unknownInScript(err.Error()) {
+			r.Kind = RefusedUnknownCommand
+		}
 		nc.Refused = append(nc.Refused, r)
 	}
+	// refused: the user may not run the command, or the server knows no
+	// such command; either fails every decision that sends it.
+	refused := func(err error) bool { return IsPermissionRefusal(err) || unknownCommand(err) }
 	if err := tm.Err(); err != nil {
 		refuse("time", false, false, err)
 	}
-	if err := mg.Err(); IsPermissionRefusal(err) {
+	if err := mg.Err(); refused(err) {
 		refuse("mget", false, true, err)
 	}
-	if asking != nil && IsPermissionRefusal(asking.Err()) {
+	if asking != nil && refused(asking.Err()) {
 		refuse("asking", false, false, asking.Err())
 	}
-	if err := evsha.Err(); IsPermissionRefusal(err) {
+	if err := evsha.Err(); refused(err) {
 		refuse("evalsha", false, true, err)
 	}
 	// A write refused for the server's state (OOM, MISCONF) is noted, not
@@ -362,7 +391,7 @@ func (s *Store) checkNode(ctx context.Context, node string, c pipeliner, key str
 			refuse(cmd, true, cmd != "time", errors.New(reason))
 		}
 	}
-	if err := ev.Err(); IsPermissionRefusal(err) {
+	if err := ev.Err(); refused(err) {
 		refuse("eval", false, true, err)
 	} else if err == nil {
 		pairs, _ := ev.Val().([]any)
@@ -377,6 +406,12 @@ func (s *Store) checkNode(ctx context.Context, node string, c pipeliner, key str
 		nc.Refused = append(nc.Refused, Refusal{Command: "eval", Keys: keys, Reason: "the probe script failed: " + err.Error()})
 	}
 	s.readPolicy(&nc, info, conf)
+	if nc.role == "slave" && !slices.ContainsFunc(nc.Refused, func(r Refusal) bool { return r.Kind == RefusedReplica }) {
+		// A replica that took the probe's writes (replica-read-only
+		// no): the counts it takes are not its master's, and
+		// replication overwrites them.
+		nc.Refused = append(nc.Refused, Refusal{Command: "info", Reason: "INFO says role:slave: the server is a replica that takes writes (replica-read-only no), which are not its master's counts and which replication overwrites", Kind: RefusedReplica})
+	}
 	if !s.cluster && (nc.mode == "cluster" || movedAnswer(mg.Err(), ev.Err(), evsha.Err())) {
 		// Keys on other masters answer MOVED: whether the probe key's
 		// did is chance, so the mode decides where INFO is allowed.
@@ -453,6 +488,7 @@ func (s *Store) readPolicy(nc *NodeCheck, info, conf *redis.Cmd) {
 			nc.Server = name + " " + version
 		}
 		nc.mode = cmp.Or(fields["redis_mode"], fields["server_mode"]) // Valkey names it server_mode
+		nc.role = fields["role"]
 		nc.NoAppendOnly = fields["aof_enabled"] == "0"
 		nc.Replicas, _ = strconv.Atoi(fields["connected_slaves"])
 		nc.EvictionPolicy = fields["maxmemory_policy"]
