@@ -76,7 +76,9 @@ func (h *Handler) storeFields(cfg *redisstore.Config) []zap.Field {
 // startCheckTimeout: a server that answered but refused the login or a
 // command the store needs fails the load (refusalError); anything else
 // it found is logged, and the write paths are then looked up in the
-// background. ctx ends the background work when the config is unloaded.
+// background, as is, once it answers, a node that did not
+// (recheckWhenAnswered). ctx ends the background work when the config is
+// unloaded.
 func (h *Handler) checkStoreAtStart(ctx caddy.Context, cfg *redisstore.Config) error {
 	fields := h.storeFields(cfg)
 	h.logger.Info("frequency cap store", fields...)
@@ -105,6 +107,9 @@ func (h *Handler) checkStoreAtStart(ctx caddy.Context, cfg *redisstore.Config) e
 	}
 	logStartCheck(h.logger, check, fields)
 	logger := h.logger
+	if unanswered(check) {
+		go recheckWhenAnswered(ctx, logger, s, cfg, fields, recheckInterval)
+	}
 	go func() {
 		wctx, cancel := context.WithTimeout(ctx, startCheckTimeout)
 		defer cancel()

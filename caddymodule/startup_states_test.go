@@ -7,9 +7,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/freqcap/caddy-freqcap/internal/redistest"
 	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
@@ -146,4 +150,62 @@ func expectLoadRefused(t *testing.T, err error, want []string, wrong ...string) 
 		}
 	}
 	t.Logf("%v", err)
+}
+
+// A server the start check could not ask is asked again until it answers,
+// and what it refuses is then logged at error, as a configuration error:
+// a read-only replica, down at start, came up and refused every write,
+// and only "store failing" lines said so while on_error decided every
+// send. One that answers and refuses nothing is logged ready.
+func TestStartCheckAgainOnceAnswered(t *testing.T) {
+	master := redistest.Start(t)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a read-only replica", []string{"--replicaof", "127.0.0.1", fmt.Sprint(master.Port)}, "READONLY"},
+		{"a server that takes writes", nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			srv.Stop()
+			redisJSON := fmt.Sprintf(`{"addresses": [%q], "timeout": 200000000}`, srv.Addr)
+			h, err := loadWithRedis(t, redisJSON, OnErrorAllow)
+			if err != nil {
+				t.Fatalf("a server down at start failed the load: %v", err)
+			}
+			cfg, _ := h.Redis.resolve(caddy.NewReplacer())
+			s := h.redisStore()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if check := s.CheckStart(ctx); !unanswered(check) {
+				t.Fatalf("the server down answered: %+v", check)
+			}
+			core, logs := observer.New(zapcore.DebugLevel)
+			done := make(chan struct{})
+			go func() {
+				recheckWhenAnswered(ctx, zap.New(core), s, &cfg, h.storeFields(&cfg), 50*time.Millisecond)
+				close(done)
+			}()
+			time.Sleep(150 * time.Millisecond)
+			if logs.Len() != 0 {
+				t.Fatalf("logged while the server was down: %v", logs.All())
+			}
+			srv.Restart(t, c.args...)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("not checked again within 10 s of the server answering")
+			}
+			refused := only(logs.All(), zapcore.ErrorLevel, "refuses the gateway, found once it answered")
+			ready := only(logs.All(), zapcore.InfoLevel, "store ready")
+			switch {
+			case c.want != "" && (len(refused) != 1 || !strings.Contains(fmt.Sprint(refused[0].ContextMap()["error"]), c.want)):
+				t.Errorf("want one error naming %s; got %v", c.want, logs.All())
+			case c.want == "" && (len(ready) != 1 || len(refused) != 0):
+				t.Errorf("want the store logged ready; got %v", logs.All())
+			}
+		})
+	}
 }
