@@ -283,14 +283,17 @@ func appendItem(buf []byte, i int, name, k1 string, v1 int64, k2 string, v2 int6
 }
 
 // tightest is the index of the rule with the least remaining; of equals,
-// the one that frees up last.
+// the one that frees up last in the whole seconds the headers give, and
+// of those the first: a tie broken on milliseconds no header shows named
+// one rule or another by when the request came (a dry run and its live
+// twin, fed the same sends, named different rules).
 func tightest(d *limiter.Decision) int { return tightestOf(d.Results) }
 
 func tightestOf(results []limiter.Result) int {
 	tight := 0
 	for i, res := range results {
 		t := results[tight]
-		if res.Remaining < t.Remaining || (res.Remaining == t.Remaining && res.Reset > t.Reset) {
+		if res.Remaining < t.Remaining || (res.Remaining == t.Remaining && reply.CeilSeconds(res.Reset) > reply.CeilSeconds(t.Reset)) {
 			tight = i
 		}
 	}
