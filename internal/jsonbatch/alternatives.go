@@ -116,12 +116,19 @@ func (p *Path) enumerateEach(doc []byte, max int) (*Batch, error) {
 			m.alt = ai
 			misses = append(misses, m)
 		}
-		if len(out.Entries)+len(misses) > max {
+		// The misses of the alternatives a message leaves out are no
+		// entries (keptMisses drops them): only entries count here, and
+		// the misses kept below. Each alternative's walk is bounded by
+		// max on its own, so what is held stays bounded.
+		if len(out.Entries) > max {
 			return nil, fmt.Errorf("%w: more than %d", ErrTooMany, max)
 		}
 	}
 	slices.SortStableFunc(out.Entries, func(x, y Entry) int { return cmp.Compare(x.Start, y.Start) })
 	out.Missing = keptMisses(out.Entries, misses, group)
+	if len(out.Entries)+len(out.Missing) > max {
+		return nil, fmt.Errorf("%w: more than %d", ErrTooMany, max)
+	}
 	if len(out.Entries) == 0 {
 		out.elems = nil
 	}

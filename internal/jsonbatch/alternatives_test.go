@@ -151,6 +151,30 @@ func TestAlternativesErrors(t *testing.T) {
 	if _, err := fcm.Enumerate(doc, 3); !errors.Is(err, ErrTooMany) {
 		t.Errorf("6 topics under a maximum of 3: got %v, want ErrTooMany", err)
 	}
+	// The alternatives a message leaves out count toward nothing: 400
+	// one-token gorush notifications are 400 entries, not 400 and 1,200
+	// absent to, topic and condition fields (it was a 413 under a
+	// maximum of 1,000 from 251 on).
+	var notes []map[string]any
+	for i := range 400 {
+		notes = append(notes, map[string]any{"platform": 2, "tokens": []string{"t" + strings.Repeat("x", i%3) + string(rune('a'+i%26))}})
+	}
+	doc, _ = json.Marshal(map[string]any{"notifications": notes})
+	if b, err := p.Enumerate(doc, 400); err != nil || len(b.Entries) != 400 || len(b.Missing) != 0 {
+		t.Errorf("400 notifications of one token each under a maximum of 400: %v", err)
+	}
+	if _, err := p.Enumerate(doc, 399); !errors.Is(err, ErrTooMany) {
+		t.Errorf("400 notifications of one token each under a maximum of 399: got %v, want ErrTooMany", err)
+	}
+	// A miss that stays (a notification naming nobody) counts.
+	notes = append(notes[:399:399], map[string]any{"platform": 2, "message": "to nobody"})
+	doc, _ = json.Marshal(map[string]any{"notifications": notes})
+	if b, err := p.Enumerate(doc, 400); err != nil || len(b.Entries) != 399 || len(b.Missing) != 1 {
+		t.Errorf("399 tokens and a notification naming nobody under a maximum of 400: %v", err)
+	}
+	if _, err := p.Enumerate(doc, 399); !errors.Is(err, ErrTooMany) {
+		t.Errorf("399 tokens and a miss under a maximum of 399: got %v, want ErrTooMany", err)
+	}
 	for _, bad := range [][]string{{"a.*", "a.*"}} {
 		if _, err := Alternatives(mustPath(t, bad[0]), mustPath(t, bad[1])); err == nil {
 			t.Errorf("Alternatives(%q): no error", bad)
