@@ -145,9 +145,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 			return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("frequency_cap %s: re-encoding the body: %w", h.Name, err))
 		}
 		replaceBody(r, out)
-		if list, err := jsonbatch.SFStringList(rm.Dropped); err == nil && list != "" {
-			w.Header().Set("Frequency-Cap-Dropped", list)
-		}
+		setDropped(w.Header(), rm.Dropped)
 		h.metrics.batchDropped.Add(float64(len(denied) + len(along)))
 		if h.splicer != nil {
 			capped = make([]jsonbatch.Capped, 0, len(denied)+len(along))
