@@ -68,6 +68,18 @@ func testExpoPush(t *testing.T, path string) {
 		t.Errorf("Expo got %s, want the messages without a body as sent", bodies[len(bodies)-1])
 	}
 
+	// Expo's 429 refuses the whole request, sending nothing, and its SDK
+	// tries again: each try is given back (before, two tries spent the
+	// same-content cap and the third was capped, never delivered).
+	h := unique("ExponentPushToken[h]")
+	for range 3 {
+		expectStatus(t, g.post(send, "application/json", fmt.Sprintf(`[{"to":%q,"body":"retried"}]`, h), "X-Want-Status: 429"), http.StatusTooManyRequests)
+	}
+	before := len(up.received())
+	if a := g.post(send, "application/json", fmt.Sprintf(`[{"to":%q,"body":"retried"}]`, h)); a.status != http.StatusOK || len(up.received()) != before+1 {
+		t.Errorf("after three sends Expo refused with 429, the send was capped: %d %s", a.status, a.body)
+	}
+
 	// Expo takes ExpoPushToken[…] for ExponentPushToken[…]: one device,
 	// one count (before, each prefix had caps of its own).
 	id := unique("g")
