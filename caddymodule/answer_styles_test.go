@@ -151,6 +151,14 @@ func TestAnswerExpo(t *testing.T) {
 	if !strings.HasPrefix(string(a.body), `{"data":{"status":"error"`) {
 		t.Errorf("a capped object: %s", a.body)
 	}
+	// An object whose to is an array of one gets an array, as from
+	// Expo: only a to that is one token gets one ticket object.
+	expectStatus(t, g.post("/drop", "application/json", `{"to":["g"],"body":"x"}`), http.StatusOK)
+	a = g.post("/drop", "application/json", `{"to":["g"],"body":"x"}`)
+	expectStatus(t, a, http.StatusOK)
+	if !strings.HasPrefix(string(a.body), `{"data":[{"status":"error"`) {
+		t.Errorf("a capped object whose to is an array of one: %s", a.body)
+	}
 	a = g.post("/drop", "application/json", `{"to":["e","f"],"body":"x"}`)
 	expectStatus(t, a, http.StatusOK)
 	if last := up.received()[len(up.received())-1]; string(last) != `{"to":["f"],"body":"x"}` {

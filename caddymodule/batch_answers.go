@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -78,7 +80,7 @@ func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *js
 	}
 	den := answer.Denial{
 		Status: h.StatusCode, Rule: p.Rule, Limit: p.Limit, RetryAfter: p.RetryAfter,
-		Message: p.Detail, Problem: p, Now: ds[worst].Now, Single: b.Single(), Batch: b, Entries: entries,
+		Message: p.Detail, Problem: p, Now: ds[worst].Now, Single: oneObject(b), Batch: b, Entries: entries,
 	}
 	if h.denyStyle.DenialIsTicket {
 		den.Tickets = make([]jsonbatch.Capped, len(ds))
@@ -151,4 +153,17 @@ func setBatchPlaceholders(repl *caddy.Replacer, view *limiter.Decision, ds []*li
 		return
 	}
 	repl.Set("http.frequency_cap.remaining", view.Results[tightest(view)].Remaining)
+}
+
+// oneObject reports whether b is one message, as an object, to one
+// recipient not in an array ({"to": "x"}, not {"to": ["x"]}): Expo answers
+// only that with one ticket object, and the rest with an array.
+func oneObject(b *jsonbatch.Batch) bool {
+	if !b.Single() || len(b.Entries) != 1 {
+		return false
+	}
+	p := b.EntryPath(0)
+	last := p[strings.LastIndexByte(p, '.')+1:]
+	_, err := strconv.Atoi(last)
+	return err != nil
 }
