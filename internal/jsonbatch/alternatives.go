@@ -152,12 +152,22 @@ func keptMisses(ents []Entry, misses []Miss, group int) []Miss {
 	for _, e := range ents {
 		named[key(e.Indices)] = true
 	}
+	// A message with a miss inside one of its alternatives ({"tokens":
+	// [null]}) is told by that miss, not by the alternatives it leaves
+	// out: the sender wrote tokens, and a 400 naming "to" misleads.
+	deep := map[string]bool{}
+	for _, m := range misses {
+		if m.NotArray != Missing || len(m.Indices) > group {
+			deep[key(m.Indices)] = true
+		}
+	}
 	var out []Miss
 	seen := map[string]bool{}
 	for _, m := range misses {
 		switch {
 		case m.NotArray != Missing || len(m.Indices) > group:
 			out = append(out, m)
+		case len(m.Indices) == group && deep[key(m.Indices)]:
 		default: // the message, or the document above it, names none here
 			k := strconv.Itoa(len(m.Indices)) + ":" + key(m.Indices)
 			if !named[key(m.Indices)] || len(m.Indices) < group {

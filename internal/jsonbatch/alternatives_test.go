@@ -140,6 +140,11 @@ func TestAlternativesErrors(t *testing.T) {
 			t.Errorf("%s: got %v, want %q", tc.doc, err, tc.want)
 		}
 	}
+	// A null token is told by its own path, not by the alternatives
+	// the notification leaves out.
+	if b, err := p.Enumerate([]byte(`{"notifications":[{"platform":2,"tokens":[null]}]}`), 0); err != nil || len(b.Missing) != 1 || b.Missing[0].Path != "notifications.0.tokens.0" {
+		t.Errorf("a null token: %+v, %v; want one miss at notifications.0.tokens.0", b, err)
+	}
 	// The topics of a condition count toward the maximum.
 	cond := strings.Repeat("'a' in topics || ", 0)
 	for i := range 5 {
