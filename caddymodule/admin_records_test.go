@@ -150,8 +150,8 @@ func TestAdminRecords(t *testing.T) {
 			}
 			// The hash shown, given back as the content with hashed
 			// naming it, reads that log (it read none: "0 used" beside
-			// a refused send); without hashed, the text as sent, which
-			// nobody sent.
+			// a refused send); with as_sent, the text as sent, which
+			// nobody sent; with neither it is a 400 saying to choose.
 			for _, u := range r.Rules {
 				if len(u.Hashed) == 0 {
 					continue
@@ -161,20 +161,26 @@ func TestAdminRecords(t *testing.T) {
 					t.Errorf("usage of the shown hash %s: %+v, want 1 used", u.Values["content"], got)
 				}
 				q.Del("hashed")
+				expectStatus(t, adminDo(t, http.MethodGet, "/frequency_cap/"+name+"/usage?"+q.Encode()), http.StatusBadRequest)
+				expectStatus(t, adminDo(t, http.MethodDelete, "/frequency_cap/"+name+"/usage?"+q.Encode()), http.StatusBadRequest)
+				q.Set("as_sent", "content")
 				if got := usageOf(t, name, q.Encode())["same_content"]; got.Used != 0 {
 					t.Errorf("usage of the text %s: %+v, want 0 used", u.Values["content"], got)
 				}
+				q.Del("as_sent")
 				q.Set("hashed", "recipient")
 				expectStatus(t, adminDo(t, http.MethodGet, "/frequency_cap/"+name+"/usage?"+q.Encode()), http.StatusBadRequest)
 			}
 			expectStatus(t, adminDo(t, http.MethodGet, "/frequency_cap/"+name+"/records?recipient="+url.QueryEscape(phone)+"&hashed=recipient"), http.StatusBadRequest)
 
 			// A sender may send a text shaped as a hash is shown: read
-			// as sent, usage names the log it is counted in, and a
-			// reset of it lets the next send through (a probe: usage
-			// said 0 used and a reset left the send refused).
-			shaped := url.Values{"recipient": {"#0123456789abcdef0123456789abcdef"}, "content": {"#0123456789abcdef0123456789abcdef"}}
+			// as sent (as_sent), usage names the log it is counted in,
+			// and a reset of it lets the next send through (a probe:
+			// usage said 0 used and a reset left the send refused).
+			shaped := url.Values{"recipient": {"#0123456789abcdef0123456789abcdef"}, "content": {"#0123456789abcdef0123456789abcdef"}, "as_sent": {"recipient,content"}}
 			shapedSend := map[string]any{"to": shaped.Get("recipient"), "body": shaped.Get("content"), "amount": 0}
+			both := url.Values{"recipient": {"#0123456789abcdef0123456789abcdef"}, "content": {"x"}, "hashed": {"recipient"}, "as_sent": {"recipient"}}
+			expectStatus(t, adminDo(t, http.MethodGet, "/frequency_cap/"+name+"/usage?"+both.Encode()), http.StatusBadRequest)
 			expectStatus(t, g.send("/", shapedSend), http.StatusOK)
 			expectStatus(t, g.send("/", shapedSend), http.StatusTooManyRequests)
 			if got := usageOf(t, name, shaped.Encode()); got["same_content"].Used != 1 || got["recipient_minute"].Used != 1 {

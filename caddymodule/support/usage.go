@@ -472,10 +472,15 @@ const (
 
 // hashedParam is the admin query parameter that names the dimensions
 // (comma-separated) whose value is given as records shows a long one,
-// "#" and the hex of its hash, to read that value's log: without it a
-// value is read as sent, since a sender may send such a text too, and it
-// would otherwise read another log than the one the gateway counts it in.
-const hashedParam = "hashed"
+// "#" and the hex of its hash, to read that value's log; asSentParam
+// names those whose value of that form is the text a sender sent. usage
+// takes a value of that form only with one of them: a sender may send
+// such a text too, and either guess would read another log than the one
+// asked for, and say so in a 200 (or reset it).
+const (
+	hashedParam = "hashed"
+	asSentParam = "as_sent"
+)
 
 // zoneParam is the admin query parameter that names the zone of calendar
 // rules whose zone is a placeholder.
@@ -488,10 +493,11 @@ type usageQuery struct {
 	rules  []*capset.Rule
 	values map[string]string
 	// hashed names the dimensions whose value is given as the store
-	// keeps a long one (hashedParam).
-	hashed map[string]bool
-	inputs []input
-	given  given
+	// keeps a long one (hashedParam), asSent those whose value of that
+	// form is read as sent (asSentParam).
+	hashed, asSent map[string]bool
+	inputs         []input
+	given          given
 }
 
 // nonNil is by, or an empty list for a rule by no dimension (a quiet rule
@@ -508,6 +514,9 @@ func nonNil(by []string) []string {
 func query(cs *capset.CapSet, raw string) (*usageQuery, *reply.Failure) {
 	q, zoneGiven, fail := params(cs, raw)
 	if fail != nil {
+		return nil, fail
+	}
+	if fail := q.ambiguous(); fail != nil {
 		return nil, fail
 	}
 	zoned := false
@@ -602,20 +611,15 @@ func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail 
 
 	q = &usageQuery{cs: cs, values: make(map[string]string, len(params)), inputs: inputsOf(cs),
 		given: given{zones: map[string]*time.Location{}, limits: map[string]int64{}, costs: map[string]int64{}}}
-	if _, isDim := cs.Dimensions[hashedParam]; !isDim && len(params[hashedParam]) == 1 {
-		// Read first: a hashed value is no text for a reader to read
-		// (an email's, a device token's).
-		q.hashed = map[string]bool{}
-		for _, d := range strings.Split(params[hashedParam][0], ",") {
-			q.hashed[d] = true
-		}
-	}
+	// Read first: a hashed value is no text for a reader to read (an
+	// email's, a device token's).
+	q.hashed, q.asSent = dimensionList(cs, params, hashedParam), dimensionList(cs, params, asSentParam)
 	for _, k := range keys {
 		vs := params[k]
 		_, isDim := cs.Dimensions[k]
 		isInput := slices.ContainsFunc(q.inputs, func(in input) bool { return in.Param == k })
 		isZone := !isDim && !isInput && k == zoneParam
-		isHashed := !isDim && !isInput && k == hashedParam
+		isHashed := !isDim && !isInput && (k == hashedParam || k == asSentParam)
 		switch {
 		case !isDim && !isInput && !isZone && !isHashed:
 			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k,
@@ -665,10 +669,18 @@ func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail 
 			q.given.zone, zoneGiven = z, true
 		}
 	}
-	for d := range q.hashed {
-		if v, ok := q.values[d]; !ok || !limiter.IsStoredHash(v) {
-			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: d,
-				Reason: fmt.Sprintf("hashed names %s, whose value is not given as a long value's hash (# and 32 lower-case hex digits, as records shows it)", d)}
+	for _, named := range []struct {
+		param string
+		dims  map[string]bool
+	}{{hashedParam, q.hashed}, {asSentParam, q.asSent}} {
+		for d := range named.dims {
+			if v, ok := q.values[d]; !ok || !limiter.IsStoredHash(v) {
+				return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: d,
+					Reason: fmt.Sprintf("%s names %s, whose value is not given in the form of a long value's hash (# and 32 lower-case hex digits, as records shows it)", named.param, d)}
+			}
+			if q.hashed[d] && q.asSent[d] {
+				return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: d, Reason: "both hashed and as_sent name " + d}
+			}
 		}
 	}
 	for _, d := range cs.Dims {
@@ -677,6 +689,32 @@ func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail 
 		}
 	}
 	return q, zoneGiven, nil
+}
+
+// dimensionList is the set of dimensions a comma-separated parameter
+// names (hashedParam, asSentParam), unless the cap set has a dimension of
+// that name, whose value the parameter then is.
+func dimensionList(cs *capset.CapSet, params url.Values, param string) map[string]bool {
+	if _, isDim := cs.Dimensions[param]; isDim || len(params[param]) != 1 {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, d := range strings.Split(params[param][0], ",") {
+		out[d] = true
+	}
+	return out
+}
+
+// ambiguous is a 400 for a value in the form of a long value's hash that
+// neither hashedParam nor asSentParam places.
+func (q *usageQuery) ambiguous() *reply.Failure {
+	for _, d := range q.cs.Dims {
+		if v, ok := q.values[d.Name]; ok && !d.Constant && limiter.IsStoredHash(v) && !q.hashed[d.Name] && !q.asSent[d.Name] {
+			return &reply.Failure{Status: http.StatusBadRequest, Dimension: d.Name,
+				Reason: fmt.Sprintf("%s is in the form of a long value's hash, as records shows one: give hashed=%s to read the long value's log, or as_sent=%s to read this text as a sender sent it", d.Name, d.Name, d.Name)}
+		}
+	}
+	return nil
 }
 
 // alsoTakes names the inputs' parameters, for a list of what a query
