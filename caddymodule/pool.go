@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
@@ -36,6 +37,9 @@ type pooledStore struct {
 	// parkAs is a memory store's key, under which it is parked when its
 	// last handler is cleaned up (parking.go); "" for Redis.
 	parkAs string
+	// rechecking is set while a start check is asked again for the store
+	// (recheckWhenAnswered): one for all the cap sets it serves.
+	rechecking atomic.Bool
 }
 
 // Destruct implements caddy.Destructor: it runs when the last handler that

@@ -99,6 +99,7 @@ func (h *Handler) checkStoreAtStart(ctx caddy.Context, cfg *redisstore.Config) e
 	if ctx.Err() != nil {
 		return nil // unloaded meanwhile: what was cut short is no news
 	}
+	startFields := fields // without the hint, which is about the start
 	if check.Err != nil && (cfg.TLS || strings.HasPrefix(cfg.URL, "rediss://")) {
 		// A server without TLS reads the client's hello as a command and
 		// waits for the rest: the handshake never ends, which looks like
@@ -107,8 +108,11 @@ func (h *Handler) checkStoreAtStart(ctx caddy.Context, cfg *redisstore.Config) e
 	}
 	logStartCheck(h.logger, check, fields)
 	logger := h.logger
-	if unanswered(check) {
-		go recheckWhenAnswered(ctx, logger, s, cfg, fields, recheckInterval)
+	if unanswered(check) && p.rechecking.CompareAndSwap(false, true) {
+		go func() {
+			defer p.rechecking.Store(false)
+			recheckWhenAnswered(ctx, logger, s, cfg, startFields, recheckFirst)
+		}()
 	}
 	go func() {
 		wctx, cancel := context.WithTimeout(ctx, startCheckTimeout)

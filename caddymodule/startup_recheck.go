@@ -9,39 +9,48 @@ import (
 	"github.com/freqcap/caddy-freqcap/limiter/redisstore"
 )
 
-// recheckInterval is how often a store that some node left unanswered at
-// start is checked again, until every node answers.
-const recheckInterval = 5 * time.Second
+// recheckFirst and recheckMax bound the wait between two checks of a
+// store that some node left unanswered at start: it doubles from the
+// first to the most, so that a node down for long costs its servers a
+// probe every few minutes, not every few seconds.
+const (
+	recheckFirst = 5 * time.Second
+	recheckMax   = 5 * time.Minute
+)
 
-// unanswered reports whether the start check could not ask some node (a
-// sentinel included): what that node would refuse is still unknown.
+// unanswered reports whether the start check could not ask some data
+// node: what it would refuse is still unknown. A sentinel down is left
+// out: a Sentinel set tolerates one, and the master it names was asked
+// (had none answered, the master could not be reached either).
 func unanswered(check redisstore.StartCheck) bool {
 	if check.Err != nil {
 		return true
 	}
 	for _, n := range check.Nodes {
-		if n.Err != nil {
+		if n.Err != nil && !n.Sentinel {
 			return true
 		}
 	}
 	return false
 }
 
-// recheckWhenAnswered runs the start check again every interval, from a
-// store that some node left unanswered at start, until every node
-// answers, and then logs what a start would have: a refusal (a read-only
-// replica, a missing permission, a renamed command) at error, since it
-// can no longer fail the load and lasts until someone acts, or else what
+// recheckWhenAnswered runs the start check again, from a store that some
+// node left unanswered at start, first after recheckFirst and then after
+// twice the wait before, up to recheckMax, until every data node answers;
+// it then logs what a start would have: a refusal (a read-only replica, a
+// missing permission, a renamed command) at error, since it can no
+// longer fail the load and lasts until someone acts, or else what
 // logStartCheck logs. Without it, a server that was slow or down at start
 // and turned out to refuse the gateway showed only as a store failing,
-// every decision going to on_error for good. It returns when ctx ends
-// (the config unloaded).
-func recheckWhenAnswered(ctx context.Context, logger *zap.Logger, s *redisstore.Store, cfg *redisstore.Config, fields []zap.Field, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+// every decision going to on_error for good. It returns when ctx ends (the
+// config unloaded).
+func recheckWhenAnswered(ctx context.Context, logger *zap.Logger, s *redisstore.Store, cfg *redisstore.Config, fields []zap.Field, first time.Duration) {
+	wait := first
 	for {
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
@@ -60,5 +69,8 @@ func recheckWhenAnswered(ctx context.Context, logger *zap.Logger, s *redisstore.
 			logStartCheck(logger, check, fields)
 			return
 		}
+		wait = min(2*wait, recheckMax)
+		logger.Debug("frequency cap store still unanswered: checking it again later",
+			append(append([]zap.Field{}, fields...), zap.Duration("next", wait), zap.NamedError("reason", check.Err))...)
 	}
 }

@@ -182,7 +182,7 @@ func TestStartCheckAgainOnceAnswered(t *testing.T) {
 			if check := s.CheckStart(ctx); !unanswered(check) {
 				t.Fatalf("the server down answered: %+v", check)
 			}
-			core, logs := observer.New(zapcore.DebugLevel)
+			core, logs := observer.New(zapcore.InfoLevel) // each wait is a debug line
 			done := make(chan struct{})
 			go func() {
 				recheckWhenAnswered(ctx, zap.New(core), s, &cfg, h.storeFields(&cfg), 50*time.Millisecond)

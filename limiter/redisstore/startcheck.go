@@ -167,6 +167,23 @@ func writeRefusedForState(msg string) bool {
 	return outOfMemory(msg) || strings.HasPrefix(msg, "MISCONF ") || strings.HasPrefix(msg, "NOREPLICAS ")
 }
 
+// notServing reports whether err is a server's refusal of a command for a
+// state it leaves by itself: LOADING (reading its data at start),
+// CLUSTERDOWN (a cluster missing a slot's master), TRYAGAIN (a slot half
+// moved), BUSY (a script running past its time limit).
+func notServing(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	for _, code := range []string{"LOADING ", "CLUSTERDOWN ", "TRYAGAIN ", "BUSY "} {
+		if strings.HasPrefix(msg, code) {
+			return true
+		}
+	}
+	return false
+}
+
 // unknownInScript reports whether a script's call failed on a command the
 // server does not know (renamed or disabled).
 func unknownInScript(msg string) bool {
@@ -246,6 +263,9 @@ func (s *Store) CheckStart(ctx context.Context) StartCheck {
 		switch {
 		case IsPermissionRefusal(err):
 			check.Nodes = append(check.Nodes, NodeCheck{Node: "cluster", Refused: []Refusal{{Command: "cluster|slots", Reason: err.Error()}}})
+		case strings.Contains(err.Error(), "unknown command"):
+			// CLUSTER renamed or disabled: no wait mends it.
+			check.Nodes = append(check.Nodes, NodeCheck{Node: "cluster", Refused: []Refusal{{Command: "cluster|slots", Reason: err.Error(), Kind: RefusedUnknownCommand}}})
 		case strings.Contains(err.Error(), "cluster support disabled"):
 			check.Nodes = append(check.Nodes, NodeCheck{Node: "cluster", Refused: []Refusal{{Command: "cluster|slots", Reason: err.Error(), Kind: RefusedNotCluster}}})
 		}
@@ -345,6 +365,15 @@ func (s *Store) checkNode(ctx context.Context, node string, c pipeliner, key str
 			return nc.setupRefused()
 		}
 	}
+	// A server that answers TIME but is not serving yet (loading its
+	// data, a cluster without full coverage, a script busy) refuses the
+	// rest for now: an outage, as the runtime takes it, not a refusal.
+	for _, err := range []error{mg.Err(), ev.Err(), evsha.Err()} {
+		if notServing(err) {
+			nc.Err = err
+			return nc
+		}
+	}
 	if tm.Err() == nil && tm.Val().IsZero() {
 		nc.Err = perr
 		if nc.Err == nil {
@@ -406,11 +435,12 @@ func (s *Store) checkNode(ctx context.Context, node string, c pipeliner, key str
 		nc.Refused = append(nc.Refused, Refusal{Command: "eval", Keys: keys, Reason: "the probe script failed: " + err.Error()})
 	}
 	s.readPolicy(&nc, info, conf)
-	if nc.role == "slave" && !slices.ContainsFunc(nc.Refused, func(r Refusal) bool { return r.Kind == RefusedReplica }) {
-		// A replica that took the probe's writes (replica-read-only
-		// no): the counts it takes are not its master's, and
-		// replication overwrites them.
-		nc.Refused = append(nc.Refused, Refusal{Command: "info", Reason: "INFO says role:slave: the server is a replica that takes writes (replica-read-only no), which are not its master's counts and which replication overwrites", Kind: RefusedReplica})
+	if nc.role == "slave" && nc.mode != "cluster" && !slices.ContainsFunc(nc.Refused, func(r Refusal) bool { return r.Kind == RefusedReplica }) {
+		// A replica that did not refuse the probe's writes
+		// (replica-read-only no): what it counts is not its master's,
+		// and replication overwrites it. (A cluster's replica is
+		// refused below as a cluster node.)
+		nc.Refused = append(nc.Refused, Refusal{Command: "info", Reason: "INFO says role:slave: the server is a replica, whose counts are not its master's and which replication overwrites", Kind: RefusedReplica})
 	}
 	if !s.cluster && (nc.mode == "cluster" || movedAnswer(mg.Err(), ev.Err(), evsha.Err())) {
 		// Keys on other masters answer MOVED: whether the probe key's

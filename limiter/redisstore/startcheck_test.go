@@ -365,3 +365,36 @@ func TestLeastPrivilegeUser(t *testing.T) {
 		}
 	})
 }
+
+// A server that answers but does not serve yet is an outage at start,
+// not a refusal: a cluster missing a slot's master answers CLUSTERDOWN,
+// and each master is then unanswered (the load went on to say "grant the
+// user what the store needs", and failed).
+func TestCheckStartClusterDown(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	for _, m := range c.Masters(t) {
+		if err := m.Admin().Do(context.Background(), "CLUSTER", "DELSLOTS", "0").Err(); err != nil && !strings.Contains(err.Error(), "already unassigned") {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, _ := c.Masters(t)[0].Admin().ClusterInfo(context.Background()).Result()
+		if strings.Contains(info, "cluster_state:fail") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster stayed up without slot 0: %s", info)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	check := checkStore(t, Config{Addresses: c.Addrs(), Cluster: true, Timeout: time.Second}, "freqcap:")
+	if rs := check.Refusals(); len(rs) != 0 {
+		t.Fatalf("a cluster that is down was refused: %v", rs)
+	}
+	for _, n := range check.Nodes {
+		if !notServing(n.Err) {
+			t.Errorf("node %s: %v, want CLUSTERDOWN as its error", n.Node, n.Err)
+		}
+	}
+}
