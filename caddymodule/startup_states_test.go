@@ -106,7 +106,7 @@ func TestServerStatesAtStart(t *testing.T) {
 		{"EVALSHA disabled", fmt.Sprintf(`{"addresses": [%q]}`, noEvalsha.Addr),
 			[]string{"redis at " + noEvalsha.Addr, "evalsha on keys rf:*: ERR unknown command", "remove its rename-command"}, redisstore.ErrNoPermission},
 		{"TIME disabled", fmt.Sprintf(`{"addresses": [%q]}`, noTime.Addr),
-			[]string{"redis at " + noTime.Addr, "time: ERR unknown command", "time (inside the store's scripts): ERR Unknown Redis command called from script", "remove its rename-command"}, redisstore.ErrNoPermission},
+			[]string{"redis at " + noTime.Addr, "time: ERR unknown command", "time (inside the store's scripts): ERR Unknown ", "remove its rename-command"}, redisstore.ErrNoPermission},
 		{"EVAL renamed", fmt.Sprintf(`{"addresses": [%q]}`, renamedEval.Addr),
 			[]string{"redis at " + renamedEval.Addr, "eval on keys rf:*: ERR unknown command", "remove its rename-command"}, redisstore.ErrNoPermission},
 		{"a db the server does not have", fmt.Sprintf(`{"addresses": [%q], "db": 99}`, master.Addr),

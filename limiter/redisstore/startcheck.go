@@ -185,9 +185,11 @@ func notServing(err error) bool {
 }
 
 // unknownInScript reports whether a script's call failed on a command the
-// server does not know (renamed or disabled).
+// server does not know (renamed or disabled): Redis says "Unknown Redis
+// command called from script", Valkey 8.0 "Unknown command called from
+// script".
 func unknownInScript(msg string) bool {
-	return strings.Contains(msg, "Unknown Redis command called from script")
+	return strings.Contains(msg, "command called from script") && strings.Contains(msg, "Unknown ")
 }
 
 // readOnlyReplica reports whether a server's answer is a replica's
