@@ -57,6 +57,16 @@ var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
 // refusals, such as "Please fix your cluster problems", exit 0).
 func (c *Cluster) clusterCLI(tb testing.TB, args ...string) string {
 	tb.Helper()
+	text, err := c.tryClusterCLI(tb, args...)
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	return text
+}
+
+// tryClusterCLI is clusterCLI returning its failure instead of failing tb.
+func (c *Cluster) tryClusterCLI(tb testing.TB, args ...string) (string, error) {
+	tb.Helper()
 	cmd := exec.Command(needCLI(tb), append([]string{"--cluster"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	text := ansi.ReplaceAllString(string(out), "")
@@ -70,9 +80,9 @@ func (c *Cluster) clusterCLI(tb testing.TB, args ...string) string {
 	text = strings.Join(kept, "\n")
 	refused := strings.Contains(text, "[ERR]") || (strings.Contains(text, "*** ") && !strings.Contains(text, "*** No rebalancing needed"))
 	if err != nil || refused {
-		tb.Fatalf("redis-cli --cluster %s: %v\n%s", strings.Join(args, " "), err, text)
+		return text, fmt.Errorf("redis-cli --cluster %s: %v\n%s", strings.Join(args, " "), err, text)
 	}
-	return text
+	return text, nil
 }
 
 // Reshard moves n slots from the master from to the master to with
@@ -81,8 +91,23 @@ func (c *Cluster) clusterCLI(tb testing.TB, args ...string) string {
 func (c *Cluster) Reshard(tb testing.TB, from, to *Node, n int) time.Duration {
 	tb.Helper()
 	start := time.Now()
-	c.clusterCLI(tb, "reshard", to.Addr, "--cluster-from", from.ID, "--cluster-to", to.ID,
-		"--cluster-slots", fmt.Sprint(n), "--cluster-yes")
+	args := []string{"reshard", to.Addr, "--cluster-from", from.ID, "--cluster-to", to.ID,
+		"--cluster-slots", fmt.Sprint(n), "--cluster-yes"}
+	// redis-cli first compares every node's whole view of the cluster,
+	// epochs included, and refuses before moving anything while one
+	// lags ("Nodes don't agree about configuration!"), which the last
+	// reshard's news may still do after WaitReady saw the slots agree:
+	// asked again, it goes ahead once the news has spread.
+	for attempt := 1; ; attempt++ {
+		text, err := c.tryClusterCLI(tb, args...)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(text, "Nodes don't agree about configuration") || attempt == 50 {
+			tb.Fatalf("%v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	took := time.Since(start)
 	c.WaitReady(tb)
 	return took
