@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 )
@@ -25,22 +26,23 @@ func setDropped(h http.Header, dropped []string) {
 		return
 	}
 	h.Set("Frequency-Cap-Dropped-Count", strconv.Itoa(len(dropped)))
-	size, n := 0, 0
+	var list strings.Builder
 	for _, p := range dropped {
 		item, err := jsonbatch.SFStringList([]string{p})
 		if err != nil {
 			break // a path is field names and indices: not expected
 		}
-		if n > 0 {
-			size += len(", ")
+		sep := ""
+		if list.Len() > 0 {
+			sep = ", "
 		}
-		if size+len(item) > maxDroppedList {
+		if list.Len()+len(sep)+len(item) > maxDroppedList {
 			break
 		}
-		size += len(item)
-		n++
+		list.WriteString(sep)
+		list.WriteString(item)
 	}
-	if list, err := jsonbatch.SFStringList(dropped[:n]); err == nil && list != "" {
-		h.Set("Frequency-Cap-Dropped", list)
+	if list.Len() > 0 {
+		h.Set("Frequency-Cap-Dropped", list.String())
 	}
 }
