@@ -55,13 +55,24 @@ var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
 // without colours and without the progress lines of each slot moved. It
 // fails tb when redis-cli exits non-zero or reports an error (some
 // refusals, such as "Please fix your cluster problems", exit 0).
+//
+// redis-cli first compares every node's whole view of the cluster, epochs
+// included, and refuses before changing anything while one lags ("Nodes
+// don't agree about configuration!"), which the last change's news may
+// still do after WaitReady saw the slots agree: it is asked again, for up
+// to 5 s, and goes ahead once the news has spread.
 func (c *Cluster) clusterCLI(tb testing.TB, args ...string) string {
 	tb.Helper()
-	text, err := c.tryClusterCLI(tb, args...)
-	if err != nil {
-		tb.Fatalf("%v", err)
+	for attempt := 1; ; attempt++ {
+		text, err := c.tryClusterCLI(tb, args...)
+		if err == nil {
+			return text
+		}
+		if !strings.Contains(text, "Nodes don't agree about configuration") || attempt == 50 {
+			tb.Fatalf("%v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return text
 }
 
 // tryClusterCLI is clusterCLI returning its failure instead of failing tb.
@@ -91,23 +102,8 @@ func (c *Cluster) tryClusterCLI(tb testing.TB, args ...string) (string, error) {
 func (c *Cluster) Reshard(tb testing.TB, from, to *Node, n int) time.Duration {
 	tb.Helper()
 	start := time.Now()
-	args := []string{"reshard", to.Addr, "--cluster-from", from.ID, "--cluster-to", to.ID,
-		"--cluster-slots", fmt.Sprint(n), "--cluster-yes"}
-	// redis-cli first compares every node's whole view of the cluster,
-	// epochs included, and refuses before moving anything while one
-	// lags ("Nodes don't agree about configuration!"), which the last
-	// reshard's news may still do after WaitReady saw the slots agree:
-	// asked again, it goes ahead once the news has spread.
-	for attempt := 1; ; attempt++ {
-		text, err := c.tryClusterCLI(tb, args...)
-		if err == nil {
-			break
-		}
-		if !strings.Contains(text, "Nodes don't agree about configuration") || attempt == 50 {
-			tb.Fatalf("%v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	c.clusterCLI(tb, "reshard", to.Addr, "--cluster-from", from.ID, "--cluster-to", to.ID,
+		"--cluster-slots", fmt.Sprint(n), "--cluster-yes")
 	took := time.Since(start)
 	c.WaitReady(tb)
 	return took
