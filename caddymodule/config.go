@@ -101,8 +101,10 @@ type RuleConfig struct {
 	// Zone), a range of local times in which every request it applies to
 	// is denied and nothing is recorded, with Retry-After the seconds
 	// until the range ends. Start is inclusive, end exclusive; a range
-	// whose end is not after its start crosses midnight; DST changes
-	// shorten or lengthen it as a wall clock would. Outside the range the
+	// whose end is not after its start crosses midnight; it is of
+	// wall-clock times, so DST changes shorten or lengthen it as a wall
+	// clock would (a time a spring-forward skips is at the change; an hour
+	// a fall-back repeats is quiet at both passes). Outside the range the
 	// rule admits, counts nothing and is left out of the quota headers.
 	// It is decided by the gateway's clock, not the store's. A quiet rule
 	// has no limit, window, calendar or cost; By is optional (with it, the

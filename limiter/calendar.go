@@ -6,8 +6,8 @@ import (
 
 // PeriodStart is the start of the calendar period of unit u that contains t,
 // in t's location: local midnight of the day, of the Monday of the week, or of
-// the first of the month. time.Date normalises a midnight that a DST change
-// skips to the first instant that exists.
+// the first of the month. A midnight that a DST change skips starts its
+// period at the change, the first instant of that date (see firstReading).
 func PeriodStart(t time.Time, u Unit) time.Time {
 	y, m, d := t.Date()
 	switch u {
@@ -17,7 +17,7 @@ func PeriodStart(t time.Time, u Unit) time.Time {
 	case Month:
 		d = 1
 	}
-	return time.Date(y, m, d, 0, 0, 0, 0, t.Location())
+	return firstReading(time.Date(y, m, d, 0, 0, 0, 0, time.UTC), t.Location())
 }
 
 // nextPeriod is the start of the period of unit u after the one starting at
@@ -32,7 +32,7 @@ func nextPeriod(start time.Time, u Unit) time.Time {
 	case Month:
 		m++
 	}
-	return time.Date(y, m, d, 0, 0, 0, 0, start.Location())
+	return firstReading(time.Date(y, m, d, 0, 0, 0, 0, time.UTC), start.Location())
 }
 
 // periodBounds returns four consecutive period starts in ms since the epoch:

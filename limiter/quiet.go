@@ -15,11 +15,15 @@ import (
 // Saturday 08:00, and not on Monday before 08:00.
 //
 // Quiet ranges are decided by the caller's clock, not a store's: they read
-// no history, so nothing is recorded and no store is asked. Start and end
-// are placed with time.Date in the zone, so a DST change shortens or
-// lengthens a range as a wall clock would: a time that a spring-forward
-// skips is read in the offset before the change (02:30 on a New York
-// spring-forward day is 03:30 daylight time).
+// no history, so nothing is recorded and no store is asked. A range is of
+// wall-clock readings: an instant is quiet when the zone's clock reads,
+// then, a date and time within it, so a DST change shortens or lengthens
+// a range as a wall clock would. A range that starts or ends at a time a
+// spring-forward skips starts or ends at the change (22:00-02:30 on New
+// York's spring-forward night ends at 03:00 daylight time, which follows
+// 01:59:59 standard time); in an hour a fall-back repeats, both passes
+// are quiet when the range holds their time (01:00-03:00 is quiet three
+// hours that night).
 //
 // The zero value is quiet from midnight to midnight, every day; build one
 // with ParseQuiet. A Quiet is immutable and safe for concurrent use.
@@ -115,7 +119,7 @@ func parseDays(s string) (uint8, error) {
 }
 
 // Until reports whether t lies in a quiet range in zone (nil: q.Zone), and
-// if so how long until that range ends: at least 1ms.
+// if so how long until the zone's clock leaves it: at least 1ms.
 func (q Quiet) Until(t time.Time, zone *time.Location) (time.Duration, bool) {
 	if zone == nil {
 		zone = q.Zone
@@ -124,26 +128,48 @@ func (q Quiet) Until(t time.Time, zone *time.Location) (time.Duration, bool) {
 		}
 	}
 	local := t.In(zone)
-	y, m, d := local.Date()
+	now := readingOf(local)
+	y, m, d := now.Date()
 	// Only a range starting today or yesterday can hold t: one that
 	// crosses midnight ends on the day after its start. Ranges never
 	// overlap (yesterday's ends at End today, not after today's Start).
 	for back := 0; back <= 1; back++ {
 		day := d - back
-		if q.Days != 0 && q.Days&(1<<time.Date(y, m, day, 12, 0, 0, 0, zone).Weekday()) == 0 {
+		start := time.Date(y, m, day, q.Start/60, q.Start%60, 0, 0, time.UTC)
+		if q.Days != 0 && q.Days&(1<<start.Weekday()) == 0 {
 			continue
 		}
-		start := time.Date(y, m, day, q.Start/60, q.Start%60, 0, 0, zone)
 		endDay := day
 		if q.End <= q.Start {
 			endDay++
 		}
-		end := time.Date(y, m, endDay, q.End/60, q.End%60, 0, 0, zone)
-		if !t.Before(start) && t.Before(end) {
-			return end.Sub(t), true
+		end := time.Date(y, m, endDay, q.End/60, q.End%60, 0, 0, time.UTC)
+		if !now.Before(start) && now.Before(end) {
+			return max(leaves(local, start, end).Sub(t), time.Millisecond), true
 		}
 	}
 	return 0, false
+}
+
+// leaves is the first instant after t (whose reading is in [start, end))
+// at which its location's clock reads outside [start, end): when it reads
+// end, when a spring-forward skips past end, or when a fall-back sets it
+// back before start.
+func leaves(t time.Time, start, end time.Time) time.Time {
+	p := t
+	for range 8 {
+		_, offset := p.Zone()
+		at := end.Add(-time.Duration(offset) * time.Second)
+		_, change := p.ZoneBounds()
+		if change.IsZero() || at.Before(change) {
+			return at
+		}
+		p = change
+		if r := readingOf(p); r.Before(start) || !r.Before(end) {
+			return p
+		}
+	}
+	return p
 }
 
 // Length is the nominal length of a range: the time from start to end on a
