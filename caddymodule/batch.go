@@ -250,6 +250,7 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 		sw := &spliceWriter{ResponseWriter: w}
 		if refunds {
 			sw.refunded, sw.own = h.refunds, own
+			defer h.refundIfAborted(r, func() int { return sw.status }, func() { h.refundAll(r, ids) })
 		}
 		err = next.ServeHTTP(sw, r)
 		status = sw.status
@@ -268,6 +269,7 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 		rec := newStatusRecorder(w, nil)
 		if refunds {
 			rec.refunded, rec.own = h.refunds, own
+			defer h.refundIfAborted(r, func() int { return rec.status }, func() { h.refundAll(r, ids) })
 		}
 		err = next.ServeHTTP(rec, r)
 		status = rec.status
@@ -275,7 +277,7 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 	if status == 0 && err == nil {
 		status = http.StatusOK
 	}
-	if len(h.refundOn) > 0 && (err != nil || matchesAny(h.refundOn, status)) {
+	if len(h.refundOn) > 0 && (err != nil || matchesAny(h.refundOn, status)) && !hungUp(r) {
 		if refunds && err != nil && status == 0 {
 			// Caddy answers the error on w, its quota fields still on.
 			dropOwnQuota(w.Header(), own)

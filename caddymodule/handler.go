@@ -5,6 +5,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -105,8 +106,9 @@ type Handler struct {
 	// RefundOn lists the response statuses that give an admitted request's
 	// quota back: classes ("5xx") or codes ("429"). When set, a request
 	// that gets no response at all (the next handler fails) is refunded
-	// too, but not one whose sender hung up after it reached the upstream
-	// (reverse_proxy then writes 499): the upstream may still send it.
+	// too, but never one whose sender hung up before its answer, whatever
+	// the classes (reverse_proxy then writes 499, which "4xx" matches): the
+	// upstream may have it and still send it.
 	// Default: nothing is ever refunded.
 	RefundOn []string `json:"refund_on,omitempty"`
 
@@ -604,6 +606,7 @@ rules:
 // a cap by cutting a body off after the upstream had what it acts on.
 func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, d *limiter.Decision, body *streamedBody) error {
 	rec := newStatusRecorder(w, h.refunds)
+	defer h.refundIfAborted(r, func() int { return rec.status }, func() { h.refund(r, d.ID()) })
 	err := next.ServeHTTP(rec, r)
 	status := rec.status
 	if status == 0 && err == nil {
@@ -615,10 +618,33 @@ func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next c
 		// on: none came from an upstream.
 		dropOwnQuota(w.Header(), rec.own)
 	}
-	if noAnswer || matchesAny(h.refundOn, status) {
+	if (noAnswer || matchesAny(h.refundOn, status)) && !hungUp(r) {
 		h.refund(r, d.ID())
 	}
 	return err
+}
+
+// refundIfAborted, deferred around the next handler, refunds when it
+// panics after writing a status that refund_on names, then lets the panic
+// go on: reverse_proxy panics with http.ErrAbortHandler when an answer's
+// body breaks off after its status went out, and the upstream said that
+// status all the same.
+func (h *Handler) refundIfAborted(r *http.Request, status func() int, refund func()) {
+	if p := recover(); p != nil {
+		if s := status(); s != 0 && matchesAny(h.refundOn, s) && !hungUp(r) {
+			refund()
+		}
+		panic(p)
+	}
+}
+
+// hungUp reports whether the sender went away before its answer: its send
+// stays counted, whatever the proxy then made of it (reverse_proxy writes
+// 499, which refund_on 4xx would match), since the upstream may have the
+// message and send it; a refund would let a sender pass a cap by hanging
+// up.
+func hungUp(r *http.Request) bool {
+	return errors.Is(r.Context().Err(), context.Canceled)
 }
 
 // refunds reports whether an upstream's answer of this status is refunded.
