@@ -69,6 +69,10 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		mode = limiter.BatchEach
 	}
 	ds, err := h.decideBatch(r.Context(), reqs, quiet, mode)
+	if err == errSenderGone {
+		undecided(repl)
+		return senderGone(w)
+	}
 	if err != nil {
 		for i := range reqs {
 			h.metrics.countFailure(&reqs[i])

@@ -464,6 +464,10 @@ func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, next caddyhtt
 	}
 
 	d, err := h.decide(r.Context(), req, quiet)
+	if err == errSenderGone {
+		undecided(repl)
+		return senderGone(w)
+	}
 	if err != nil {
 		h.metrics.countFailure(req)
 		h.warns.add(opDecide, err)
@@ -643,8 +647,23 @@ func (h *Handler) refundIfAborted(r *http.Request, status func() int, refund fun
 // 499, which refund_on 4xx would match), since the upstream may have the
 // message and send it; a refund would let a sender pass a cap by hanging
 // up.
-func hungUp(r *http.Request) bool {
-	return errors.Is(r.Context().Err(), context.Canceled)
+func hungUp(r *http.Request) bool { return gaveUp(r.Context()) }
+
+// gaveUp reports whether a request's context ended because its sender went
+// away (the connection closed, an HTTP/2 stream reset).
+func gaveUp(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Canceled) }
+
+// errSenderGone is a decision not made because its sender went away while
+// the store decided: no store failure (no error counted or logged, no
+// local decision), and nothing passes on.
+var errSenderGone = errors.New("frequency cap: the sender went away while the store decided")
+
+// senderGone answers a request whose sender went away before its decision
+// with 499, the status reverse_proxy gives one gone before its answer, for
+// the access log: no one reads it.
+func senderGone(w http.ResponseWriter) error {
+	w.WriteHeader(499)
+	return nil
 }
 
 // refunds reports whether an upstream's answer of this status is refunded.

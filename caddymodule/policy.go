@@ -42,6 +42,9 @@ func (h *Handler) decide(ctx context.Context, req *limiter.Request, quiet []quie
 		} else {
 			d, err = h.store.Decide(ctx, req)
 		}
+		if err != nil && gaveUp(ctx) {
+			return nil, errSenderGone
+		}
 		h.metrics.decide.observe(start, err)
 		switch {
 		case err == nil:

@@ -36,13 +36,16 @@ func NewFallback(primary, local Store, divisor int64) *Fallback {
 }
 
 // fails reports whether err is the primary failing (rather than the
-// request being wrong): the case for a local decision.
-func fails(err error) bool { return errors.Is(err, ErrStore) || errors.Is(err, ErrTimeout) }
+// request being wrong, or its caller giving up: ctx ended, the caller
+// gone, where a store reports ErrStore): the case for a local decision.
+func fails(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && (errors.Is(err, ErrStore) || errors.Is(err, ErrTimeout))
+}
 
 // Decide implements Store.
 func (f *Fallback) Decide(ctx context.Context, req *Request) (*Decision, error) {
 	d, err := f.primary.Decide(ctx, req)
-	if err == nil || !fails(err) {
+	if err == nil || !fails(ctx, err) {
 		return d, err
 	}
 	return f.decideLocally(ctx, req, err, true)
@@ -51,7 +54,7 @@ func (f *Fallback) Decide(ctx context.Context, req *Request) (*Decision, error) 
 // Usage implements Store.
 func (f *Fallback) Usage(ctx context.Context, req *Request) (*Decision, error) {
 	d, err := f.primary.Usage(ctx, req)
-	if err == nil || !fails(err) {
+	if err == nil || !fails(ctx, err) {
 		return d, err
 	}
 	return f.decideLocally(ctx, req, err, false)
@@ -61,7 +64,7 @@ func (f *Fallback) Usage(ctx context.Context, req *Request) (*Decision, error) {
 // or, when it fails, in the local store.
 func (f *Fallback) DecideBatch(ctx context.Context, reqs []Request, mode BatchMode) ([]*Decision, error) {
 	ds, err := f.primary.DecideBatch(ctx, reqs, mode)
-	if err == nil || !fails(err) {
+	if err == nil || !fails(ctx, err) {
 		return ds, err
 	}
 	local := make([]Request, len(reqs))

@@ -181,7 +181,7 @@ func (f *Fallback) Held(ctx context.Context, dim, value string, now time.Time) (
 	}
 	held, err := pl.Held(ctx, dim, value, now)
 	if err != nil {
-		if fails(err) {
+		if fails(ctx, err) {
 			return local, nil
 		}
 		return nil, err

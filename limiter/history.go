@@ -76,7 +76,7 @@ func HistoryOn(src KeySource, p *Plan, now int64, checks int) ([]Sends, error) {
 func (f *Fallback) History(ctx context.Context, req *Request) ([]Sends, error) {
 	if h, ok := f.primary.(Historian); ok {
 		sends, err := h.History(ctx, req)
-		if err == nil || !fails(err) {
+		if err == nil || !fails(ctx, err) {
 			return sends, err
 		}
 	}
