@@ -145,7 +145,9 @@ func serverName(k string, nested bool) string {
 // joins the values with commas ("alice,x1"), counted as a recipient of
 // its own, while an upstream reads one of them (Go's Query().Get and
 // Header.Get the first, others the last), so a sender could reach a
-// capped recipient past her cap.
+// capped recipient past her cap. So is a query parameter that is not
+// UTF-8 once decoded: Python and Node read invalid UTF-8 as U+FFFD, so
+// "carol%80" and "carol%81" would be two recipients here and one there.
 func repeatedInRequest(r *http.Request, params, headers []string) *reply.Failure {
 	if len(params) > 0 {
 		q, err := url.ParseQuery(r.URL.RawQuery)
@@ -157,6 +159,9 @@ func repeatedInRequest(r *http.Request, params, headers []string) *reply.Failure
 		for _, p := range params {
 			if n := len(q[p]); n > 1 {
 				return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request query gives parameter %q %d times, and readers differ on which counts", p, n)}
+			}
+			if v := q.Get(p); !utf8.ValidString(v) {
+				return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request query parameter %q is not UTF-8, which readers decode differently", p)}
 			}
 			if k, ok := aliasOf(q, p); ok {
 				return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request query names %q, which PHP reads as parameter %q", k, p)}
@@ -176,9 +181,14 @@ func repeatedInRequest(r *http.Request, params, headers []string) *reply.Failure
 // one ("//3/device/tok") or an encoded slash: the placeholder reads its
 // segments as sent and reverse_proxy passes them on so, while a server or
 // proxy that cleans paths (nginx, Go's ServeMux, many frameworks)
-// delivers to tok, past the cap counted for x, or shifts every segment.
+// delivers to tok, past the cap counted for x, or shifts every segment. So
+// is a path that is not UTF-8 once decoded, which Python and Node read with
+// U+FFFD for each bad byte ("/device/erin%80" and "%81" alike).
 func uncleanPath(r *http.Request) *reply.Failure {
 	raw := r.URL.EscapedPath()
+	if !utf8.ValidString(r.URL.Path) {
+		return &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("request path %q is not UTF-8, which readers decode differently", raw)}
+	}
 	unclean := strings.Contains(raw, "//") || strings.Contains(strings.ToLower(raw), "%2f")
 	for seg := range strings.SplitSeq(r.URL.Path, "/") {
 		unclean = unclean || seg == "." || seg == ".."
