@@ -308,6 +308,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.compileAndWatch(); err != nil {
 		return fmt.Errorf("frequency_cap %s: %w", h.Name, err)
 	}
+	h.warnMatchesEverything()
 
 	var cfg *redisstore.Config
 	h.timeout = redisstore.DefaultTimeout
