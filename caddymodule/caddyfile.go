@@ -327,8 +327,11 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			for _, a := range rc.Addresses {
-				if !strings.Contains(a, ":") && !isPlaceholder(a) {
-					return d.Errf("redis address %q has no port", a)
+				if isPlaceholder(a) {
+					continue
+				}
+				if err := redisstore.CheckAddress(a); err != nil {
+					return d.Errf("redis %v", err)
 				}
 			}
 		case "cluster":

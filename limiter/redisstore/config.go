@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -116,8 +117,15 @@ func (c *Config) Validate() error {
 		if len(c.Addresses) > 0 || c.Cluster || c.SentinelMaster != "" {
 			return fmt.Errorf("redis: url cannot be combined with addresses, cluster or sentinel_master")
 		}
-		if _, err := c.URLOptions(); err != nil {
+		opt, err := c.URLOptions()
+		if err != nil {
 			return err
+		}
+		if opt.DB < 0 {
+			return fmt.Errorf("redis url: database %d: a database is a number from 0", opt.DB)
+		}
+		if err := CheckAddress(opt.Addr); err != nil {
+			return fmt.Errorf("redis url: %w", err)
 		}
 	}
 	if c.Cluster && c.SentinelMaster != "" {
@@ -142,14 +150,42 @@ func (c *Config) Validate() error {
 		return err
 	}
 	for _, a := range c.Addresses {
-		if !strings.Contains(a, ":") {
-			return fmt.Errorf("redis: address %q has no port", a)
+		if err := CheckAddress(a); err != nil {
+			return fmt.Errorf("redis: %w", err)
 		}
 	}
 	// TLS settings without TLS would be ignored: the connection would be
 	// plain while the config reads as verified.
 	if (c.TLSCA != "" || c.TLSServerName != "" || c.TLSInsecureSkipVerify) && !c.TLS && !strings.HasPrefix(c.URL, "rediss://") {
 		return fmt.Errorf("redis: tls_ca, tls_server_name and tls_insecure_skip_verify need tls (or a rediss:// url)")
+	}
+	return nil
+}
+
+// CheckAddress refuses an address no dial can reach, whatever the network
+// does: one without a port, with a port that is not a number from 1 to
+// 65535, or that is a URL (a scheme's colon). Such an address loaded as a
+// server down, and on_error allow then passed every send uncapped. A unix
+// socket's path (as a URL gives it) is left alone.
+func CheckAddress(a string) error {
+	if strings.HasPrefix(a, "/") {
+		return nil
+	}
+	if strings.Contains(a, "://") {
+		return fmt.Errorf("address %q is a URL: give host:port, or the URL as url", a)
+	}
+	if !strings.Contains(a, ":") {
+		return fmt.Errorf("address %q has no port", a)
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err == nil && strings.Contains(host, ":") && net.ParseIP(host) == nil {
+		err = errors.New("a host with a colon is an IPv6 address") // a url's "h:1:2" comes as "[h:1]:2"
+	}
+	if err != nil {
+		return fmt.Errorf("address %q is not host:port: %v", a, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("address %q: the port is not a number from 1 to 65535", a)
 	}
 	return nil
 }

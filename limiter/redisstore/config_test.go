@@ -539,3 +539,35 @@ func TestCheckURLHidesThePassword(t *testing.T) {
 		t.Errorf("a URL without a password keeps its error: %v", err)
 	}
 }
+
+// TestConfigAddressesADialCanReach proves that an address no dial can
+// reach is refused when the config loads, in addresses and in a URL alike:
+// a port out of range or not a number, a URL pasted as an address, a
+// second port, a database below 0. A probe loaded each as a server down,
+// and under on_error allow every send then passed uncapped.
+func TestConfigAddressesADialCanReach(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want string // "" for valid
+	}{
+		{Config{Addresses: []string{"127.0.0.1:6379"}}, ""},
+		{Config{Addresses: []string{"[::1]:6379"}}, ""},
+		{Config{Addresses: []string{"redis.internal:6379"}}, ""},
+		{Config{URL: "redis://127.0.0.1:6379/2"}, ""},
+		{Config{URL: "unix:///run/redis.sock"}, ""},
+		{Config{Addresses: []string{"127.0.0.1:99999"}}, "not a number from 1 to 65535"},
+		{Config{Addresses: []string{"127.0.0.1:0"}}, "not a number from 1 to 65535"},
+		{Config{Addresses: []string{"127.0.0.1:6379x"}}, "not a number from 1 to 65535"},
+		{Config{Addresses: []string{"127.0.0.1:6379:6379"}}, "is not host:port"},
+		{Config{Addresses: []string{"redis://127.0.0.1:6379"}}, "is a URL"},
+		{Config{Addresses: []string{"redis"}}, "has no port"},
+		{Config{URL: "redis://127.0.0.1:99999"}, "not a number from 1 to 65535"},
+		{Config{URL: "redis://127.0.0.1:6379:6379"}, "is not host:port"},
+		{Config{URL: "redis://127.0.0.1:6379/-1"}, "database -1"},
+	} {
+		err := c.cfg.Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v: %v; want %q", c.cfg, err, c.want)
+		}
+	}
+}
