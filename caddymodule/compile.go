@@ -276,6 +276,11 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 		if n == 0 {
 			return compiledRule{}, fmt.Errorf("rule %s: %s", rc.Name, zeroCost)
 		}
+		if n > r.Limit {
+			// (A per-request limit may be larger; r.Limit is then the
+			// largest there is.)
+			return compiledRule{}, fmt.Errorf("rule %s: cost %d is above its limit %d, so it refuses every send; a cost takes from the limit", rc.Name, n, r.Limit)
+		}
 		cr.cost = n
 		r.Weight = rc.Cost
 	}

@@ -219,7 +219,7 @@ func TestDefaults(t *testing.T) {
 func TestWeights(t *testing.T) {
 	h, err := load(t, `{"dimensions": {"r": "{json.to}"}, "rules": [
 		{"name": "a", "by": ["r"], "limit": 1, "window": "1m", "cost": "1"},
-		{"name": "b", "by": ["r"], "limit": 1, "window": "1m", "cost": "3"},
+		{"name": "b", "by": ["r"], "limit": 3, "window": "1m", "cost": "3"},
 		{"name": "c", "by": ["r"], "limit": 1, "calendar": "month", "cost": "{json.amount}", "zone": "{form.tz}", "fallback_zone": "Asia/Tokyo"}]}`)
 	if err != nil {
 		t.Fatal(err)
