@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
@@ -80,6 +81,11 @@ func (h *Handler) compileBatch() error {
 	}
 	for i, p := range paths {
 		if p == nil {
+			if _, alts := h.DimensionAlternatives[h.dims[i].Name]; !alts && i != bc.dim && templates[i] == nil && bc.path.StartsWild() {
+				if err := notInAnArray(h.Dimensions[h.dims[i].Name], h.Dimensions[h.dims[bc.dim].Name]); err != nil {
+					return fmt.Errorf("dimension %s: %w", h.dims[i].Name, err)
+				}
+			}
 			continue
 		}
 		if err := bc.path.CheckDimension(p); err != nil {
@@ -227,6 +233,35 @@ func wildcardPath(expr string) (*jsonbatch.Path, error) {
 		}
 		return p, nil
 	}
+}
+
+// notInAnArray refuses a dimension that reads a member of the body
+// ({json.body}) beside a batch dimension that reads the body as an array
+// of messages ({json.*.to}; an object as one message): in an array body it
+// is never found, so the dimension read only the object form (under
+// on_missing skip its rules capped array sends not at all). An index
+// ({json.0.body}) reads an array.
+func notInAnArray(expr, batch string) error {
+	for _, name := range bodyPlaceholders {
+		if name == "form" {
+			continue
+		}
+		open := "{" + name + "."
+		for rest := expr; ; {
+			i := strings.Index(rest, open)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(open):]
+			path, _, _ := strings.Cut(rest, "}")
+			first, _, _ := strings.Cut(path, ".")
+			if n, err := strconv.Atoi(first); err == nil && n >= 0 || hasWildcard(first) {
+				continue
+			}
+			return fmt.Errorf("%q reads the body's member %q, but the batch dimension's %s reads the body as an array of messages (an object as one message), which has no members; read it of each message: {%s.*.%s}", expr, first, batch, name, path)
+		}
+	}
+	return nil
 }
 
 // hasWildcard reports whether a dotted path has a segment that is "*",

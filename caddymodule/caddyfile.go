@@ -841,6 +841,8 @@ type batchLines struct {
 // names no line.
 func (h *Handler) checkBatchLines(at *batchLines) error {
 	var batch *jsonbatch.Path
+	var batchName string
+	var plain []string // the dimensions without a wildcard, in order
 	seen := map[string]bool{}
 	for _, rc := range h.Rules {
 		for _, name := range rc.By {
@@ -866,8 +868,9 @@ func (h *Handler) checkBatchLines(at *batchLines) error {
 			p, _ := h.dimBatchPath(name) // checked at its line
 			switch {
 			case p == nil:
+				plain = append(plain, name)
 			case batch == nil:
-				batch = p
+				batch, batchName = p, name
 				if _, err := jsonbatch.SFStringList([]string{p.String()}); err != nil {
 					return line.Errf("dimension %s: %v", name, err)
 				}
@@ -875,6 +878,17 @@ func (h *Handler) checkBatchLines(at *batchLines) error {
 				if err := batch.CheckDimension(p); err != nil {
 					return line.Errf("dimension %s: %v", name, err)
 				}
+			}
+		}
+	}
+	if batch != nil && batch.StartsWild() {
+		for _, name := range plain {
+			if _, alts := h.DimensionAlternatives[name]; alts {
+				continue
+			}
+			if err := notInAnArray(h.Dimensions[name], h.Dimensions[batchName]); err != nil {
+				line := at.dims[name]
+				return line.Errf("dimension %s: %v", name, err)
 			}
 		}
 	}

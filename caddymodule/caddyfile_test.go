@@ -209,6 +209,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"unknown redis subdirective", "frequency_cap {\n\tredis {\n\t\tnodes a:1\n\t}" + valid + "\n}", `unrecognized redis subdirective "nodes"`, 3},
 		{"redis without address", "frequency_cap {\n\tredis {\n\t\ttls\n\t}" + valid + "\n}", "redis needs a URL or an address", 4},
 		{"redis address without port", "frequency_cap {\n\tredis {\n\t\taddress redis\n\t}" + valid + "\n}", `redis address "redis" has no port`, 3},
+		{"a member of the body beside an array of messages", "frequency_cap {\n\tdimension r {json.*.to}\n\tdimension content {json.body}\n\ton_missing skip content\n\trule same {\n\t\tby r content\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", `dimension content: "{json.body}" reads the body's member "body", but the batch dimension's {json.*.to} reads the body as an array of messages (an object as one message), which has no members; read it of each message: {json.*.body}`, 3},
 		{"a cost above the limit", "frequency_cap {\n\tdimension r {json.to}\n\trule minute {\n\t\tby r\n\t\tlimit 15\n\t\twindow 1m\n\t\tcost 16\n\t}\n}", "rule minute: cost 16 is above its limit 15, so it refuses every send", 3},
 		{"redis address with a port out of range", "frequency_cap {\n\tredis {\n\t\taddress 127.0.0.1:99999\n\t}" + valid + "\n}", `redis address "127.0.0.1:99999": the port is not a number from 1 to 65535`, 3},
 		{"redis address given as a URL", "frequency_cap {\n\tredis {\n\t\taddress redis://127.0.0.1:6379\n\t}" + valid + "\n}", `redis address "redis://127.0.0.1:6379" is a URL`, 3},

@@ -60,9 +60,10 @@ func Alternatives(paths ...*Path) (*Path, error) {
 // Alternatives returns the paths p reads: its alternatives, or p alone.
 func (p *Path) Alternatives() []*Path { return slices.Clone(p.each()) }
 
-// startsWild reports whether every path p reads starts with a wildcard
-// (see EnumerateMessages).
-func (p *Path) startsWild() bool {
+// StartsWild reports whether every path p reads starts with a wildcard:
+// p reads the body as an array of messages (an object as one, see
+// EnumerateMessages).
+func (p *Path) StartsWild() bool {
 	for _, a := range p.each() {
 		if len(a.wild) == 0 || a.wild[0] != 0 {
 			return false

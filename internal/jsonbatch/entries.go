@@ -170,7 +170,7 @@ func (b *Batch) concrete(alt int, idx []int) string {
 // Single reports which form doc was.
 func (p *Path) EnumerateMessages(doc []byte, max int) (*Batch, error) {
 	start := skipSpace(doc, 0)
-	if !p.startsWild() || at(doc, start) != '{' {
+	if !p.StartsWild() || at(doc, start) != '{' {
 		return p.Enumerate(doc, max)
 	}
 	wrapped := make([]byte, 0, len(doc)+2)
