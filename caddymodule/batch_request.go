@@ -190,6 +190,7 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]lim
 			c := limiter.Check{Rule: cr.rule, Values: vs, Cost: cr.cost, Shadow: cr.shadow}
 			if cr.zoneExpr != "" {
 				c.Zone = zoneMemo.of(zones[ri].at(i))
+				h.watch.readFallback(cr.zoneWatch, c.Zone != nil)
 			}
 			if q := cr.rule.Quiet; q != nil {
 				if until, in := q.Until(now, c.Zone); in {
@@ -213,6 +214,7 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]lim
 					_, fail = cr.limitOf(limits[ri].at(i), " at "+b.EntryPath(i))
 					return nil, nil, fail
 				}
+				h.watch.readFallback(cr.limitWatch, limitGiven(limits[ri].at(i)))
 			}
 			checks = append(checks, c)
 		}

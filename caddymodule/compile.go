@@ -32,6 +32,10 @@ type compiledRule struct {
 	// limit is rule.Limit; limitFallback is its fallback, 0 for none.
 	limitExpr     string
 	limitFallback int64
+	// limitWatch and zoneWatch index the missing watch's fallbacks: the
+	// limit and zone placeholders watched for never giving a value; -1
+	// for none (fallback_watch.go).
+	limitWatch, zoneWatch int
 	// shadow: the rule never denies (dry_run in its block).
 	shadow bool
 }
@@ -224,7 +228,7 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 		by = []string{globalDimension}
 	}
 	r := &limiter.Rule{Name: rc.Name, By: by, Limit: rc.Limit, Window: limiter.Window{Duration: time.Duration(rc.Window)}, Lease: rc.Lease}
-	cr := compiledRule{rule: r, cost: 1, shadow: rc.DryRun}
+	cr := compiledRule{rule: r, cost: 1, shadow: rc.DryRun, limitWatch: -1, zoneWatch: -1}
 	if rc.Calendar != "" {
 		unit, err := limiter.ParseUnit(rc.Calendar)
 		if err != nil {
@@ -336,7 +340,7 @@ func compileQuiet(rc *RuleConfig) (compiledRule, error) {
 	if err != nil {
 		return compiledRule{}, fmt.Errorf("rule %s: %w", rc.Name, err)
 	}
-	cr := compiledRule{shadow: rc.DryRun}
+	cr := compiledRule{shadow: rc.DryRun, limitWatch: -1, zoneWatch: -1}
 	if q.Zone, cr.zoneExpr, err = ruleZone(rc); err != nil {
 		return compiledRule{}, err
 	}

@@ -582,6 +582,7 @@ rules:
 		}
 		if cr.zoneExpr != "" {
 			c.Zone = zones.OfRequest(repl.ReplaceAll(cr.zoneExpr, ""))
+			h.watch.readFallback(cr.zoneWatch, c.Zone != nil)
 		}
 		if q := cr.rule.Quiet; q != nil {
 			if until, in := q.Until(time.Now(), c.Zone); in {
@@ -596,9 +597,11 @@ rules:
 			}
 		}
 		if cr.limitExpr != "" {
-			if c.Limit, fail = cr.limitOf(repl.ReplaceAll(cr.limitExpr, ""), ""); fail != nil {
+			text := repl.ReplaceAll(cr.limitExpr, "")
+			if c.Limit, fail = cr.limitOf(text, ""); fail != nil {
 				return nil, nil, fail
 			}
+			h.watch.readFallback(cr.limitWatch, limitGiven(text))
 		}
 		req.Checks = append(req.Checks, c)
 	}

@@ -32,6 +32,10 @@ type missingWatch struct {
 	mu        sync.Mutex
 	requests0 int64 // requests at the period's start
 	missing   []string
+
+	// fallbacks are the rules' limit and zone placeholders that fall
+	// back (fallback_watch.go).
+	fallbacks []*watchedFallback
 }
 
 type watchedDim struct {
@@ -51,6 +55,7 @@ func newMissingWatch(h *Handler, logger *zap.Logger, now time.Time) *missingWatc
 	for i, d := range h.dims {
 		w.dims[i] = watchedDim{name: d.Name, expr: d.Expr, watched: !d.Constant && !h.rejectsMissing(i)}
 	}
+	w.watchFallbacks(h)
 	w.start.Store(now.UnixNano())
 	return w
 }
@@ -103,6 +108,7 @@ func (w *missingWatch) check(now time.Time, first bool) {
 		}
 	}
 	w.missing = missing
+	w.checkFallbacks(now, first)
 	if !first {
 		w.requests0 = w.requests.Load()
 		w.start.Store(now.UnixNano())

@@ -37,3 +37,10 @@ func (cr *compiledRule) limitOf(s, where string) (int64, *reply.Failure) {
 	}
 	return 0, &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("limit of rule %s is %q%s, not a positive integer, and the rule has no fallback", cr.rule.Name, s, where), Rule: cr.rule.Name}
 }
+
+// limitGiven reports whether the text s gives a limit (a positive
+// integer), rather than calling for the rule's fallback.
+func limitGiven(s string) bool {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return err == nil && n > 0
+}
