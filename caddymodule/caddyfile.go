@@ -554,6 +554,14 @@ func (h *Handler) unmarshalRule(d *caddyfile.Dispenser) ([]pendingDim, error) {
 			return nil, ruleErr(sub + " already specified")
 		}
 		seen[sub] = true
+		// A placeholder left open is reported at its own line (a copy of
+		// the dispenser reads the arguments, so the case below still can).
+		args := *d
+		for _, a := range args.RemainingArgs() {
+			if err := checkBraces(a); err != nil {
+				return nil, d.Errf("rule %s: %s: %v", rc.Name, sub, err)
+			}
+		}
 		var err error
 		switch sub {
 		case "by":

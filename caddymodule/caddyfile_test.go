@@ -250,7 +250,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"json path with an empty segment", "frequency_cap {\n\tdimension r {json.message..to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", `path "message..to": empty segment`, 2},
 		{"json path ending in a dot", "frequency_cap {\n\tdimension r {json.to.}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", `path "to.": empty segment`, 2},
 		{"form field without a name", "frequency_cap {\n\tdimension r {form.}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", "{form.} names no field", 2},
-		{"cost path with an empty segment", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t\tcost {json..amount}\n\t}\n}", `rule x: cost: "{json..amount}": path ".amount": empty segment`, 3},
+		{"cost path with an empty segment", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t\tcost {json..amount}\n\t}\n}", `rule x: cost: "{json..amount}": path ".amount": empty segment`, 7},
 		{"bad cost", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t\tcost -2\n\t}\n}", `rule x: cost "-2"`, 7},
 		// A rule without by is one count over every send; a dimension
 		// it leaves unused is an error at the dimension's line.
@@ -265,8 +265,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"constant dimension", "frequency_cap {\n\tdimension r everyone\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", `dimension r: "everyone" reads nothing of the request, so every send would share one count; name a request placeholder such as {json.to} or {http.request.header.X-User}, or, for one count over every send, write a rule without by`, 2},
 		{"dimension from the environment", "frequency_cap {\n\tdimension r {env.HOSTNAME}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", "reads nothing of the request", 2},
 		{"reserved dimension name", "frequency_cap {\n\tdimension _every_send {json.to}\n\trule x {\n\t\tby _every_send\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", "the name is reserved for rules without by", 2},
-		{"unclosed cost", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t\tcost {json.amount\n\t}\n}", `rule x: cost: "{json.amount" does not close its placeholder`, 3},
-		{"unclosed limit", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit {tier 5\n\t\twindow 1m\n\t}\n}", `rule x: limit: "{tier" does not close its placeholder`, 3},
+		{"unclosed cost", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t\tcost {json.amount\n\t}\n}", `rule x: cost: "{json.amount" does not close its placeholder`, 7},
+		{"unclosed limit", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit {tier 5\n\t\twindow 1m\n\t}\n}", `rule x: limit: "{tier" does not close its placeholder`, 5},
 		{"unclosed exempt", "frequency_cap {\n\texempt {json.priority otp" + valid + "\n}", `exempt: "{json.priority" does not close its placeholder`, 2},
 		{"missing limit", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\twindow 1m\n\t}\n}", "rule x: needs limit", 3},
 		{"missing window", "frequency_cap {\n\tdimension r {json.to}\n\trule x {\n\t\tby r\n\t\tlimit 1\n\t}\n}", "rule x: needs window <duration> or calendar", 3},
