@@ -117,7 +117,13 @@ func checkBodyPaths(expr string) error {
 
 // constantPrefixes are the placeholders whose value is the same for
 // every request: the environment, the host, the process.
-var constantPrefixes = []string{"env.", "$", "system.", "caddy."}
+var constantPrefixes = []string{"env.", "$", "system.", "caddy.", "file."}
+
+// everNew are the placeholders new at every request (the time to the
+// second or finer, the request's id and how long it has taken): a
+// dimension that reads one is a count of its own for every send, so its
+// rules would cap nothing.
+var everNew = []string{"{time.now}", "{time.now.unix}", "{time.now.unix_ms}", "{time.now.http}", "{time.now.common_log}", "{http.request.uuid}", "{http.request.duration}", "{http.request.duration_ms}"}
 
 // readsRequest reports whether expr reads anything of a request: a
 // placeholder other than the constant ones. (A placeholder of Caddy's
@@ -162,6 +168,11 @@ func checkDimension(name, expr string) error {
 		return fmt.Errorf("dimension %s: %q reads nothing of the request, so every send would share one count; "+
 			"name a request placeholder such as {json.to} or {http.request.header.X-User}, "+
 			"or, for one count over every send, write a rule without by", name, expr)
+	}
+	for _, p := range everNew {
+		if strings.Contains(expr, p) {
+			return fmt.Errorf("dimension %s: %q reads %s, new at every request, so no two sends would share a count and its rules would cap nothing", name, expr, p)
+		}
 	}
 	return nil
 }
