@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -87,6 +88,9 @@ type Console struct {
 
 	shown  map[string]bool
 	logger *zap.Logger
+	// warnedUnknown: a cap_sets name no cap set has was logged
+	// (console_capsets.go); made with shown.
+	warnedUnknown *atomic.Bool
 }
 
 // CaddyModule returns the Caddy module information.
@@ -107,7 +111,7 @@ func (c *Console) Provision(ctx caddy.Context) error {
 		c.logger.Warn("frequency_cap_console is public: it shows every recipient's usage and lets anyone who reaches it reset caps; put basic_auth or forward_auth in front and remove public unless this network is private")
 	}
 	if len(c.CapSets) > 0 {
-		c.shown = make(map[string]bool, len(c.CapSets))
+		c.shown, c.warnedUnknown = make(map[string]bool, len(c.CapSets)), new(atomic.Bool)
 		for _, name := range c.CapSets {
 			c.shown[name] = true
 		}
@@ -145,7 +149,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		return reply.JSON(w, http.StatusOK, "application/json", c.list())
 	case endpointUsage, endpointRecords:
 		if !c.shows(name) {
-			return unknownCapSet(w, name)
+			return c.notShown(w, name)
 		}
 		if r.Method == http.MethodDelete {
 			if c.ReadOnly {
@@ -275,6 +279,7 @@ type ruleEntry struct {
 }
 
 func (c *Console) list() capSetList {
+	c.warnUnknownCapSets()
 	return capSetList{ReadOnly: c.ReadOnly, CapSets: capSetEntries(c.shows)}
 }
 
