@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"sync"
 	"time"
 )
 
@@ -39,11 +40,31 @@ func nextPeriod(start time.Time, u Unit) time.Time {
 // the previous period's, the current one's (the period holding approx), the
 // next one's and the one after. The store picks the period that holds its
 // own clock's "now" among them, so a gateway clock that is off by less than a
-// period still gives the right answer.
+// period still gives the right answer. They are the same for every approx
+// in the current period, so the last ones of each zone and unit are kept.
 func periodBounds(approx time.Time, u Unit, zone *time.Location) [4]int64 {
+	key := boundsKey{zone, u}
+	ms := approx.UnixMilli()
+	if b, ok := lastBounds.Load(key); ok {
+		if b := b.(*[4]int64); b[1] <= ms && ms < b[2] {
+			return *b
+		}
+	}
 	cur := PeriodStart(approx.In(zone), u)
 	prev := PeriodStart(cur.Add(-time.Hour), u)
 	next := nextPeriod(cur, u)
 	after := nextPeriod(next, u)
-	return [4]int64{prev.UnixMilli(), cur.UnixMilli(), next.UnixMilli(), after.UnixMilli()}
+	b := [4]int64{prev.UnixMilli(), cur.UnixMilli(), next.UnixMilli(), after.UnixMilli()}
+	lastBounds.Store(key, &b)
+	return b
+}
+
+// lastBounds are the last period bounds made for each zone and unit: a
+// zone is an IANA name (a request's unknown zone is the rule's), so there
+// are at most a few thousand.
+var lastBounds sync.Map // boundsKey -> *[4]int64
+
+type boundsKey struct {
+	zone *time.Location
+	unit Unit
 }
