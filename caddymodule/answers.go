@@ -124,7 +124,7 @@ func newProblem(status int, req *limiter.Request, d *limiter.Decision) problem {
 	}
 	never := -1 // a denying rule whose limit is below the send's cost
 	for i, res := range d.Results {
-		if res.Denied && !res.Waived && res.Rule.Quiet == nil && req.Checks[i].Cost > res.Limit {
+		if res.Denied && !res.Waived && res.Rule.Quiet == nil && req.Checks[i].Cost > ownLimit(&req.Checks[i]) {
 			never = i
 			break
 		}
@@ -302,3 +302,14 @@ func tightestOf(results []limiter.Result) int {
 
 // retryAfter is a Retry-After value: whole seconds, rounded up, at least 1.
 func retryAfter(d time.Duration) int64 { return max(1, reply.CeilSeconds(d)) }
+
+// ownLimit is the limit a check is held to in the shared store: its rule's,
+// or its per-request one when lower. A decision of the local fallback
+// (on_error local) reports a share of it, which a send may pass and still
+// fit once Redis answers: only a cost above this one is never admitted.
+func ownLimit(c *limiter.Check) int64 {
+	if c.Limit > 0 {
+		return min(c.Limit, c.Rule.Limit)
+	}
+	return c.Rule.Limit
+}
