@@ -81,8 +81,9 @@ func (h *Handler) compileBatch() error {
 	}
 	for i, p := range paths {
 		if p == nil {
-			if _, alts := h.DimensionAlternatives[h.dims[i].Name]; !alts && i != bc.dim && templates[i] == nil && bc.path.StartsWild() {
-				if err := notInAnArray(h.Dimensions[h.dims[i].Name], h.Dimensions[h.dims[bc.dim].Name]); err != nil {
+			// (A template's parts read once a request too.)
+			if i != bc.dim && bc.path.StartsWild() {
+				if err := notInAnArray(h.Dimensions[h.dims[i].Name], h.dimensionText(h.dims[bc.dim].Name)); err != nil {
 					return fmt.Errorf("dimension %s: %w", h.dims[i].Name, err)
 				}
 			}
@@ -252,7 +253,11 @@ func notInAnArray(expr, batch string) error {
 			if i < 0 {
 				break
 			}
+			escaped := i > 0 && rest[i-1] == '\\' // text, not a placeholder
 			rest = rest[i+len(open):]
+			if escaped {
+				continue
+			}
 			path, _, _ := strings.Cut(rest, "}")
 			first, _, _ := strings.Cut(path, ".")
 			if n, err := strconv.Atoi(first); err == nil && n >= 0 || hasWildcard(first) {
@@ -262,6 +267,15 @@ func notInAnArray(expr, batch string) error {
 		}
 	}
 	return nil
+}
+
+// dimensionText is a dimension as configured: its expression, or its
+// alternatives.
+func (h *Handler) dimensionText(name string) string {
+	if alts, ok := h.DimensionAlternatives[name]; ok {
+		return strings.Join(alts, " or ")
+	}
+	return h.Dimensions[name]
 }
 
 // hasWildcard reports whether a dotted path has a segment that is "*",

@@ -850,7 +850,7 @@ type batchLines struct {
 func (h *Handler) checkBatchLines(at *batchLines) error {
 	var batch *jsonbatch.Path
 	var batchName string
-	var plain []string // the dimensions without a wildcard, in order
+	var plain []string // the dimensions read once a request (templates too), in order
 	seen := map[string]bool{}
 	for _, rc := range h.Rules {
 		for _, name := range rc.By {
@@ -871,6 +871,7 @@ func (h *Handler) checkBatchLines(at *batchLines) error {
 						return line.Errf("dimension %s: %v", name, err)
 					}
 				}
+				plain = append(plain, name)
 				continue
 			}
 			p, _ := h.dimBatchPath(name) // checked at its line
@@ -891,10 +892,7 @@ func (h *Handler) checkBatchLines(at *batchLines) error {
 	}
 	if batch != nil && batch.StartsWild() {
 		for _, name := range plain {
-			if _, alts := h.DimensionAlternatives[name]; alts {
-				continue
-			}
-			if err := notInAnArray(h.Dimensions[name], h.Dimensions[batchName]); err != nil {
+			if err := notInAnArray(h.Dimensions[name], h.dimensionText(batchName)); err != nil {
 				line := at.dims[name]
 				return line.Errf("dimension %s: %v", name, err)
 			}

@@ -13,17 +13,23 @@ import (
 // map does not name; `calendar day {json.tz} Asia/Shanghai`: no tz). A
 // typo in the placeholder (`{tier_dya}`, `{json.tzz}`) makes every request
 // fall back, silently: free-tier senders got 50 where 2 was meant. So the
-// missing watch (missing_watch.go) also warns, on the same schedule, of a
-// rule's limit or zone placeholder that gave no usable value in any
-// request it was read for.
+// missing watch (missing_watch.go) also warns of a rule's limit or zone
+// placeholder that has given no usable value in any request it was read
+// for since the config loaded: at its first check (the 100th request, or
+// a minute), then once an hour while it lasts. One usable value ends it:
+// a placeholder that falls back for most requests is what a fallback is
+// for.
 
 // watchedFallback is one rule's limit or zone placeholder.
 type watchedFallback struct {
 	rule, of, expr, fallback string
 	read, given              atomic.Int64
-	read0, given0            int64 // at the period's start
 	warned                   time.Time
 }
+
+// fallbackWarnEvery is how often a placeholder that never gave a value is
+// warned of again.
+const fallbackWarnEvery = time.Hour
 
 // watchFallbacks lists h's limit and zone placeholders that fall back,
 // and notes in each rule where its own are.
@@ -62,19 +68,17 @@ func (w *missingWatch) readFallback(fi int, given bool) {
 	}
 }
 
-// checkFallbacks warns of each placeholder read since the period began
-// and never usable; w.mu is held.
-func (w *missingWatch) checkFallbacks(now time.Time, first bool) {
+// checkFallbacks warns of each placeholder read and never usable since
+// the config loaded; w.mu is held.
+func (w *missingWatch) checkFallbacks(now time.Time) {
 	for _, f := range w.fallbacks {
-		read, given := f.read.Load(), f.given.Load()
-		if read > f.read0 && given == f.given0 && now.Sub(f.warned) >= w.period {
-			f.warned = now
-			w.logger.Warn("frequency cap "+f.of+" placeholder gave no usable value in any request: each used the fallback; check its placeholder",
-				zap.String("handler", w.handler), zap.String("rule", f.rule), zap.String("placeholder", f.expr), zap.String("fallback", f.fallback),
-				zap.Int64("requests", read-f.read0), zap.Duration("since", time.Duration(now.UnixNano()-w.start.Load())))
+		read := f.read.Load()
+		if read == 0 || f.given.Load() > 0 || now.Sub(f.warned) < fallbackWarnEvery {
+			continue
 		}
-		if !first {
-			f.read0, f.given0 = read, given
-		}
+		f.warned = now
+		w.logger.Warn("frequency cap "+f.of+" placeholder has given no usable value in any request: each used the fallback; check its placeholder",
+			zap.String("handler", w.handler), zap.String("rule", f.rule), zap.String("placeholder", f.expr), zap.String("fallback", f.fallback),
+			zap.Int64("requests", read))
 	}
 }

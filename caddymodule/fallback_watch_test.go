@@ -9,11 +9,12 @@ import (
 )
 
 // TestFallbackPlaceholderWarns proves that a rule's limit or zone
-// placeholder that gives no usable value in any request it is read for
-// (a typo: {json.tierr}, {json.tzz}) is a warning naming the rule, the
+// placeholder that has given no usable value in any request it was read
+// for (a typo: {json.tierr}, {json.tzz}) is a warning naming the rule, the
 // placeholder and the fallback every request used, at the 100th request
-// as a missing dimension is; one that gives a value once in the period is
-// not, nor one read for no request (its rule applied to none). A probe's
+// as a missing dimension is, then once an hour while it lasts; one that
+// gave a value once is not, nor one read for no request (its rule applied
+// to none). A probe's
 // typo in limit {plan_dya} 50 gave free senders 50 where 2 was meant,
 // with nothing logged.
 func TestFallbackPlaceholderWarns(t *testing.T) {
@@ -26,7 +27,7 @@ func TestFallbackPlaceholderWarns(t *testing.T) {
 	h.watch.logger = h.logger
 	warnings := func() []string {
 		var got []string
-		for _, e := range logs.FilterLevelExact(zapcore.WarnLevel).FilterMessageSnippet("placeholder gave no usable value").All() {
+		for _, e := range logs.FilterLevelExact(zapcore.WarnLevel).FilterMessageSnippet("placeholder has given no usable value").All() {
 			f := e.ContextMap()
 			got = append(got, fmt.Sprintf("%s %s %s", f["rule"], f["placeholder"], f["fallback"]))
 		}
@@ -42,5 +43,17 @@ func TestFallbackPlaceholderWarns(t *testing.T) {
 	w := warnings()
 	if len(w) != 2 || w[0] != "tier_day {json.tierr} 50" || w[1] != "local_day {json.tzz} Asia/Shanghai" {
 		t.Fatalf("at the 100th request: %q, want tier_day's and local_day's alone", w)
+	}
+	// Within the hour: no repeat. After it: once more, for local_day
+	// alone once tier_day's placeholder gave a value.
+	start := time.Unix(0, h.watch.start.Load())
+	h.watch.request(start.Add(61 * time.Second))
+	if n := len(warnings()); n != 2 {
+		t.Errorf("%d warnings within the hour, want 2", n)
+	}
+	serve(t, h, `{"to":"v","tierr":"7"}`)
+	h.watch.request(start.Add(2 * time.Hour))
+	if w := warnings(); len(w) != 3 || w[2] != "local_day {json.tzz} Asia/Shanghai" {
+		t.Errorf("after the hour: %q, want local_day's again alone", w)
 	}
 }

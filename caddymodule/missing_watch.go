@@ -108,7 +108,7 @@ func (w *missingWatch) check(now time.Time, first bool) {
 		}
 	}
 	w.missing = missing
-	w.checkFallbacks(now, first)
+	w.checkFallbacks(now)
 	if !first {
 		w.requests0 = w.requests.Load()
 		w.start.Store(now.UnixNano())

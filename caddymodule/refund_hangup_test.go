@@ -100,3 +100,47 @@ func TestCutErrorAnswerRefunded(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestCutErrorAnswerRefundedInBatches proves the same of batches: a
+// batch's entries are given back when the upstream's 500 breaks off, a
+// plain batch and one whose answer is spliced (answer expo, batch drop)
+// alike.
+func TestCutErrorAnswerRefundedInBatches(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		if r.Header.Get("X-Cut") == "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"data":[{"status":"ok","id":"1"}]}`))
+			return
+		}
+		conn, buf, _ := w.(http.Hijacker).Hijack()
+		buf.WriteString("HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"data\":[")
+		buf.Flush()
+		conn.Close()
+	}))
+	defer up.Close()
+	g := startGateway(t, capBlock("/batch", "", "refund_on 5xx", "dimension recipient {json.*.to}", ruleBlock("one", "recipient", 1))+
+		capBlock("/drop", "", "refund_on 5xx", "answer expo", "batch drop", "dimension recipient {json.*.to}", ruleBlock("one", "recipient", 1))+
+		"\treverse_proxy "+strings.TrimPrefix(up.URL, "http://"))
+	send := func(path, body string) {
+		c := dialRaw(t, g)
+		c.head(path, "Content-Type: application/json", fmt.Sprintf("Content-Length: %d", len(body)), "X-Cut: 1")
+		c.write(body)
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		io.Copy(io.Discard, c)
+		c.Close()
+	}
+	for i := 0; i < 3; i++ {
+		send("/batch", `[{"to":"x"}]`)
+	}
+	if a := g.post("/batch", "application/json", `[{"to":"x"}]`); a.status != 200 {
+		t.Errorf("plain batch: after 3 cut 500s, status %d %s (not refunded)", a.status, a.body)
+	}
+	expectStatus(t, g.post("/drop", "application/json", `[{"to":"capped"}]`), 200)
+	for i := 0; i < 3; i++ {
+		send("/drop", `[{"to":"y"},{"to":"capped"}]`)
+	}
+	if a := g.post("/drop", "application/json", `[{"to":"y"}]`); a.status != 200 || strings.Contains(string(a.body), "MessageRateExceeded") {
+		t.Errorf("spliced batch: after 3 cut 500s, %d %s (not refunded)", a.status, a.body)
+	}
+}

@@ -14,8 +14,8 @@ import (
 // A console's cap_sets may name a cap set the config does not have (a
 // typo: pussh). The cap sets are looked up on every request (they may be
 // provisioned after the console), so the names are checked there: the
-// first list that finds one missing logs it, and a cap set that exists
-// but is not listed is told so, not called unknown.
+// first list that finds one missing logs it; a request about a cap set
+// not listed is answered with the names listed.
 
 // warnUnknownCapSets logs, once a console, the names of cap_sets that no
 // running cap set has: the console shows nothing of them.
@@ -35,14 +35,12 @@ func (c *Console) warnUnknownCapSets() {
 	}
 }
 
-// notShown answers a request about a cap set the console does not list:
-// unknown when the config has none of that name, else not among cap_sets.
+// notShown answers a request about a cap set the console does not list,
+// naming the ones it does: whether the config has one of that name is not
+// said, the console being scoped.
 func (c *Console) notShown(w http.ResponseWriter, name string) error {
-	if cs, _ := capset.Lookup(name); cs == nil {
-		return unknownCapSet(w, name)
-	}
 	return reply.JSON(w, http.StatusNotFound, "application/json", struct {
 		Error string `json:"error"`
 		Name  string `json:"name"`
-	}{fmt.Sprintf("frequency_cap handler %s is not among this console's cap_sets (%s)", name, strings.Join(c.CapSets, " ")), name})
+	}{fmt.Sprintf("no frequency_cap handler named %s among this console's cap_sets (%s)", name, strings.Join(c.CapSets, " ")), name})
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -178,7 +179,7 @@ func CheckAddress(a string) error {
 		return fmt.Errorf("address %q has no port", a)
 	}
 	host, port, err := net.SplitHostPort(a)
-	if err == nil && strings.Contains(host, ":") && net.ParseIP(host) == nil {
+	if _, perr := netip.ParseAddr(host); err == nil && strings.Contains(host, ":") && perr != nil {
 		err = errors.New("a host with a colon is an IPv6 address") // a url's "h:1:2" comes as "[h:1]:2"
 	}
 	if err != nil {

@@ -552,6 +552,8 @@ func TestConfigAddressesADialCanReach(t *testing.T) {
 	}{
 		{Config{Addresses: []string{"127.0.0.1:6379"}}, ""},
 		{Config{Addresses: []string{"[::1]:6379"}}, ""},
+		{Config{Addresses: []string{"[fe80::1%eth0]:6379"}}, ""},
+		{Config{URL: "redis://[fe80::1%25eth0]:6379/0"}, ""},
 		{Config{Addresses: []string{"redis.internal:6379"}}, ""},
 		{Config{URL: "redis://127.0.0.1:6379/2"}, ""},
 		{Config{URL: "unix:///run/redis.sock"}, ""},

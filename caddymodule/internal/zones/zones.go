@@ -16,16 +16,15 @@ import (
 
 // Load loads an IANA zone named in the configuration. "Local" is
 // refused: a cap's day must not depend on the host it runs on. So are
-// the names only a host's zoneinfo directory has (hostOnly).
+// the names only a host's zoneinfo directory has (hostOnly). A name is
+// loaded once, requests' and configurations' alike: each reload would
+// otherwise bring new zones, and what is kept per zone (the engine's
+// period bounds) with them.
 func Load(name string) (*time.Location, error) {
-	if name == "Local" || !canonical(name) || hostOnly(name) {
-		return nil, unknown(name)
+	if z := OfRequest(name); z != nil {
+		return z, nil
 	}
-	z, err := time.LoadLocation(name)
-	if err != nil {
-		return nil, unknown(name)
-	}
-	return z, nil
+	return nil, unknown(name)
 }
 
 // hostOnly reports whether name is a file of a host's zoneinfo
@@ -89,6 +88,7 @@ func OfRequest(name string) *time.Location {
 	if err != nil {
 		return nil
 	}
-	zoneCache.Store(name, z)
-	return z
+	// Two first loads of a name keep one zone.
+	got, _ := zoneCache.LoadOrStore(name, z)
+	return got.(*time.Location)
 }
