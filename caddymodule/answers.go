@@ -101,7 +101,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, f *reply.Failure)
 // writeDenial answers a denied single send, in the handler's style: the
 // quota headers are already set.
 func (h *Handler) writeDenial(w http.ResponseWriter, r *http.Request, req *limiter.Request, d *limiter.Decision) error {
-	p := newProblem(h.StatusCode, req, d)
+	p := newProblem(h.StatusCode, req, d, nil)
 	return h.denyStyle.Deny(w, r, &answer.Denial{
 		Status: h.StatusCode, Rule: p.Rule, Limit: p.Limit, RetryAfter: p.RetryAfter,
 		Message: p.Detail, Problem: p, Now: d.Now, Single: true,
@@ -109,8 +109,11 @@ func (h *Handler) writeDenial(w http.ResponseWriter, r *http.Request, req *limit
 	})
 }
 
-// newProblem is the body of a denial of req by d.
-func newProblem(status int, req *limiter.Request, d *limiter.Decision) problem {
+// newProblem is the body of a denial of req by d. asked, when not nil,
+// is what the request asks of each check's log beyond its own cost: a
+// refused batch's earlier entries in the same log, counted when the
+// store decided but never recorded (see batchAsked).
+func newProblem(status int, req *limiter.Request, d *limiter.Decision, asked []int64) problem {
 	den := d.Results[d.Denier]
 	retry := retryAfter(d.RetryAfter)
 	p := problem{
@@ -122,14 +125,20 @@ func newProblem(status int, req *limiter.Request, d *limiter.Decision) problem {
 		Window:     reply.Window(&req.Checks[d.Denier]),
 		RetryAfter: retry,
 	}
-	never := -1 // a denying rule whose limit is below the send's cost
+	never, more := -1, int64(0) // a denying rule whose limit is below what the send asks of it
 	for i, res := range d.Results {
-		if res.Denied && !res.Waived && res.Rule.Quiet == nil && req.Checks[i].Cost > ownLimit(&req.Checks[i]) {
+		if i < len(asked) {
+			more = asked[i]
+		}
+		if res.Denied && !res.Waived && res.Rule.Quiet == nil && req.Checks[i].Cost+more > ownLimit(&req.Checks[i]) {
 			never = i
 			break
 		}
 	}
 	switch {
+	case never >= 0 && more > 0:
+		c := &req.Checks[never]
+		p.Detail = fmt.Sprintf("rule %s allows %d per %s, and this batch asks %d of it for one recipient: no wait admits it", c.Rule.Name, ownLimit(c), reply.Window(c), c.Cost+more)
 	case never >= 0:
 		// No wait admits it: Retry-After is only when the rules have
 		// their whole limits again.

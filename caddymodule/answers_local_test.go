@@ -24,7 +24,7 @@ func TestLocalDenialIsNoNeverFits(t *testing.T) {
 		req := &limiter.Request{Checks: []limiter.Check{{Rule: rule, Values: []string{"t2"}, Cost: c.cost, Limit: 10}}}
 		d := &limiter.Decision{Denier: 0, RetryAfter: time.Hour, Fallback: errors.New("redis: timed out"),
 			Results: []limiter.Result{{Rule: rule, Limit: 4, Denied: true, RetryAfter: time.Hour}}}
-		p := newProblem(http.StatusTooManyRequests, req, d)
+		p := newProblem(http.StatusTooManyRequests, req, d, nil)
 		if got := strings.Contains(p.Detail, "no wait admits it"); got != c.never {
 			t.Errorf("cost %d: detail %q", c.cost, p.Detail)
 		}

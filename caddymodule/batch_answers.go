@@ -54,7 +54,11 @@ func worstDenied(ds []*limiter.Decision) int {
 // of its condition): they are listed as denied by its rule.
 func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *jsonbatch.Batch, reqs []limiter.Request, ds []*limiter.Decision, denied []int, along []jsonbatch.Along) error {
 	worst := worstDenied(ds)
-	p := batchProblem{problem: newProblem(h.StatusCode, &reqs[worst], ds[worst])}
+	asked := make([][]int64, len(ds)) // none under drop: what was admitted was recorded
+	if !h.batch.drop {
+		asked = batchAsked(reqs, ds)
+	}
+	p := batchProblem{problem: newProblem(h.StatusCode, &reqs[worst], ds[worst], asked[worst])}
 	p.Detail = fmt.Sprintf("%d of %d entries denied; %s", len(denied)+len(along), len(ds), p.Detail)
 	p.Denied = make([]deniedEntry, 0, len(denied)+len(along))
 	entries := make([]answer.DeniedEntry, 0, len(denied)+len(along))
@@ -76,7 +80,7 @@ func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *js
 			e.Value = b.Entries[i].Text
 		}
 		p.Denied = append(p.Denied, e)
-		entries = append(entries, answer.DeniedEntry{Path: e.Path, Message: newProblem(h.StatusCode, &reqs[by[i]], d).Detail})
+		entries = append(entries, answer.DeniedEntry{Path: e.Path, Message: newProblem(h.StatusCode, &reqs[by[i]], d, asked[by[i]]).Detail})
 	}
 	den := answer.Denial{
 		Status: h.StatusCode, Rule: p.Rule, Limit: p.Limit, RetryAfter: p.RetryAfter,
@@ -93,6 +97,33 @@ func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *js
 		}
 	}
 	return h.denyStyle.Deny(w, r, &den)
+}
+
+// batchAsked is, for each check of each entry of a batch refused under
+// reject, what the earlier entries admitted in the same log asked of it:
+// the store counted them before the entry, as a batch's entries count one
+// after another, but recorded none, so a wait frees none of them. A batch
+// that asks a log more than its limit is admitted after no wait. One pass,
+// in body order.
+func batchAsked(reqs []limiter.Request, ds []*limiter.Decision) [][]int64 {
+	type logKey struct {
+		rule   *limiter.Rule
+		values string
+	}
+	sums := map[logKey]int64{}
+	asked := make([][]int64, len(reqs))
+	for i := range reqs {
+		asked[i] = make([]int64, len(reqs[i].Checks))
+		for k := range reqs[i].Checks {
+			c := &reqs[i].Checks[k]
+			key := logKey{c.Rule, strings.Join(c.Values, "\x00")}
+			asked[i][k] = sums[key]
+			if ds[i].Allowed {
+				sums[key] += c.Cost
+			}
+		}
+	}
+	return asked
 }
 
 // batchView combines a batch's decisions for the quota headers: for each
