@@ -82,7 +82,7 @@ func park(p *pooledStore) bool {
 	parking.stores[p.parkAs] = p
 	parking.order = append(parking.order, p.parkAs)
 	parking.Unlock()
-	go watchParked(p, ls, time.Duration(parkCheck.Load()))
+	go watchParked(p, p.parkings.Add(1), ls, time.Duration(parkCheck.Load()))
 	return true
 }
 
@@ -99,13 +99,15 @@ func unpark(key string) *pooledStore {
 }
 
 // watchParked closes p once its last key has expired, looking every
-// interval, unless it was taken back or closed meanwhile.
-func watchParked(p *pooledStore, ls lenStore, every time.Duration) {
+// interval, unless it was taken back or closed meanwhile, or parked again
+// (a parking after this one has a watcher of its own: a reload back and
+// forth between two key_prefixes left one more watcher running each time).
+func watchParked(p *pooledStore, parking0 int64, ls lenStore, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for range tick.C {
 		parking.Lock()
-		if parking.stores[p.parkAs] != p {
+		if parking.stores[p.parkAs] != p || p.parkings.Load() != parking0 {
 			parking.Unlock()
 			return
 		}

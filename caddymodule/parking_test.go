@@ -3,6 +3,8 @@ package caddymodule
 import (
 	"fmt"
 	"net/http"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,6 +126,30 @@ func TestMemoryCountsOutliveTheirConfig(t *testing.T) {
 		}
 	})
 
+	t.Run("one watcher a parked store", func(t *testing.T) {
+		// A reload back and forth between two key_prefixes parks each
+		// store again and again: one watcher is left for each (a probe
+		// counted 101 after 100 switches, each alive until the store's
+		// last key expired).
+		before := watchers()
+		for i := 0; i < 20; i++ {
+			for _, prefix := range []string{"park-x:", "park-y:"} {
+				h := memoryCapSet(t, prefix)
+				expectCode(t, serve(t, h, fmt.Sprintf(`{"to": "w%d"}`, i)).Code, http.StatusOK)
+				if err := h.Cleanup(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for n := watchers() - before; n > 2; n = watchers() - before {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d more parked-store watchers for 2 more parked stores", n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+
 	t.Run("at most parkedMax", func(t *testing.T) {
 		for i := 0; i <= parkedMax; i++ {
 			h := memoryCapSet(t, fmt.Sprintf("park-%d:", i))
@@ -148,4 +174,10 @@ func expectCode(t *testing.T, got, want int) {
 	if got != want {
 		t.Errorf("status %d, want %d", got, want)
 	}
+}
+
+// watchers counts the goroutines running watchParked.
+func watchers() int {
+	buf := make([]byte, 1<<20)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "caddymodule.watchParked(")
 }

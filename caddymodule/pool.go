@@ -40,6 +40,9 @@ type pooledStore struct {
 	// rechecking is set while a start check is asked again for the store
 	// (recheckWhenAnswered): one for all the cap sets it serves.
 	rechecking atomic.Bool
+	// parkings counts a memory store's parkings: a watcher (watchParked)
+	// watches one parking, and ends when the store is parked again.
+	parkings atomic.Int64
 }
 
 // Destruct implements caddy.Destructor: it runs when the last handler that
@@ -268,12 +271,17 @@ func logGiveBack(units int64, again bool, err error) {
 func leasesKey(key string) string { return "lease|" + key }
 
 // releaseStore gives the store back, once; harmless when none was taken.
+// h.store stays set: on a reload Caddy cleans the old config up while its
+// requests may still be deciding (it does not wait for them), and one
+// that found no store panicked. The new config holds the same pooled store
+// by then; at an unload, a closed store answers its own error, which
+// on_error decides.
 func (h *Handler) releaseStore() error {
 	if h.storeKey == "" {
 		return nil
 	}
 	key, local := h.storeKey, h.localKey
-	h.storeKey, h.localKey, h.store = "", "", nil
+	h.storeKey, h.localKey = "", ""
 	if p := pooled(key); p != nil {
 		p.remove(h.Name)
 	}
