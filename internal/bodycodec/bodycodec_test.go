@@ -196,6 +196,19 @@ func TestCorruptMessages(t *testing.T) {
 	if err == nil || err.Error() != "not valid gzip: invalid header" {
 		t.Errorf("a body that is not gzip: %v", err)
 	}
+	// Whole members, then bytes that start none: data after the end, as
+	// the deflate codings say, not data cut short (a probe's newline after
+	// a gzip body read "the data ends early").
+	enc, _ := Encode(Gzip, plain)
+	for _, tail := range []string{"\n", "0123456789abcdef", "\x1f"} {
+		_, _, err = Decode(Gzip, append(append(append([]byte{}, enc...), enc...), tail...), 1<<20)
+		if err == nil || err.Error() != "not valid gzip: data after the end of the stream" {
+			t.Errorf("two members and %q: %v", tail, err)
+		}
+	}
+	if _, _, err = Decode(Gzip, append(append([]byte{}, enc...), enc[:10]...), 1<<20); err == nil || err.Error() != "not valid gzip: the data ends early" {
+		t.Errorf("a member, then a second cut short: %v", err)
+	}
 	_, _, err = Decode(Zstd, []byte("not zstd at all"), 1<<20)
 	if err == nil || err.Error() != "not valid zstd: invalid input: magic number mismatch" {
 		t.Errorf("a body that is not zstd: %v", err)

@@ -65,6 +65,11 @@ func Decode(c Coding, src []byte, limit int64) ([]byte, Coding, error) {
 		if errors.Is(err, ErrTooLarge) {
 			return nil, c, err
 		}
+		if c == Gzip && gzipThenOther(src) {
+			// The reader took the bytes after the last member for a
+			// member's start, and found it cut short or no header.
+			err = errDataAfterEnd
+		}
 		return nil, c, corrupt(c, err)
 	}
 	if c == RawDeflate || c == Deflate {
@@ -109,6 +114,26 @@ func zlibHeader(src []byte) bool {
 
 // The pools of decoders, each reset onto a new source per body.
 var gzipPool, zlibPool, flatePool, zstdPool sync.Pool
+
+// gzipThenOther reports whether src is whole gzip members followed by
+// bytes that start no member (a newline after the body): data after the
+// end, which Decode refuses as the deflate codings' is, rather than data
+// cut short. Only a refused body is read so, never past what Decode read.
+func gzipThenOther(src []byte) bool {
+	br := bytes.NewReader(src)
+	zr, err := gzip.NewReader(br)
+	for err == nil {
+		zr.Multistream(false)
+		if _, err = io.Copy(io.Discard, zr); err != nil || br.Len() == 0 {
+			return false
+		}
+		if rest := src[len(src)-br.Len():]; len(rest) < 2 || rest[0] != 0x1f || rest[1] != 0x8b {
+			return true
+		}
+		err = zr.Reset(br)
+	}
+	return false
+}
 
 func gzipReader(src []byte) (io.Reader, func(), error) {
 	br := bytes.NewReader(src)
