@@ -195,6 +195,7 @@ func wholePlans(batch []*call) bool {
 // this never blocks, even when the caller has given up waiting.
 func finish(calls []*call) {
 	for _, c := range calls {
+		c.state.Store(callAnswered)
 		c.done <- struct{}{}
 	}
 }

@@ -36,6 +36,8 @@ const (
 	callQueued int32 = iota
 	callTaken
 	callAbandoned
+	// callAnswered: a loop answered it (finish), its reply and err set.
+	callAnswered
 )
 
 // abandon marks the calls not yet taken as abandoned, for a caller that

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -46,8 +47,11 @@ func (s *Store) masterLanes() (masterFinder, bool) {
 // write before it. A lane decides each entry on its own (OP_DECIDE, as
 // under BatchEach): under BatchAll, what the admitted entries recorded is
 // refunded when any entry was denied (rollbackEntries), as the script's
-// runs on a cluster are.
-func (s *Store) decideInLanes(ctx context.Context, entryCalls [][]*call, groups [][]*call) error {
+// runs on a cluster are. When it fails (a master did not answer in time),
+// settled waits until every call is answered or abandoned and returns
+// those that were not answered, so that what the masters that answered
+// recorded can be given back.
+func (s *Store) decideInLanes(ctx context.Context, entryCalls [][]*call, groups [][]*call) (settled func() map[*call]bool, err error) {
 	var laneCalls []*call
 	var lanes []*lane
 	inLane := map[*call]bool{}
@@ -96,16 +100,38 @@ func (s *Store) decideInLanes(ctx context.Context, entryCalls [][]*call, groups 
 			cancel()
 		}
 	}()
-	err := s.queue(ctx, laneCalls, nil, lanes)
-	if err != nil {
-		return err
+	settled = func() map[*call]bool {
+		<-done // the script's runs end within their own timeout
+		return settle(laneCalls, 10*s.opts.Timeout+time.Second)
+	}
+	if err := s.queue(ctx, laneCalls, nil, lanes); err != nil {
+		return settled, err
 	}
 	select {
 	case <-done:
-		return nil
+		return nil, nil
 	case <-ctx.Done():
-		return classify(ctx.Err())
+		return settled, classify(ctx.Err())
 	}
+}
+
+// settle waits, at most bound, until each call is answered or will never
+// be (one still queued is abandoned here: a caller that failed may not
+// have queued it, nor abandoned it), and returns those not answered:
+// never decided, or (past bound) not known to have recorded anything.
+func settle(calls []*call, bound time.Duration) map[*call]bool {
+	deadline := time.Now().Add(bound)
+	unanswered := map[*call]bool{}
+	for _, c := range calls {
+		c.state.CompareAndSwap(callQueued, callAbandoned)
+		for c.state.Load() == callTaken && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if c.state.Load() != callAnswered {
+			unanswered[c] = true
+		}
+	}
+	return unanswered
 }
 
 // sharedTags returns the hash tags that an entry of several tags reads.

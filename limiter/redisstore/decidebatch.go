@@ -88,8 +88,15 @@ func (s *Store) DecideBatch(ctx context.Context, reqs []limiter.Request, mode li
 	}
 
 	if _, ok := s.masterLanes(); ok {
-		if err := s.decideInLanes(ctx, entryCalls, groups); err != nil {
+		if settled, err := s.decideInLanes(ctx, entryCalls, groups); err != nil {
 			inFlight = true
+			// A batch that fails records nothing: what the masters that
+			// answered recorded is given back once every call is settled
+			// (a probe's batches answered 503 while one master stalled
+			// stayed counted on the others).
+			go func() {
+				s.rollbackEntries(plans, entryCalls, groups, func(int) bool { return true }, settled())
+			}()
 			return nil, err
 		}
 	} else if s.cluster || s.opts.ScriptOnly || s.hotBatch(groups[0], mode) {
@@ -130,7 +137,7 @@ func (s *Store) DecideBatch(ctx context.Context, reqs []limiter.Request, mode li
 		undo = func(int) bool { return true }
 		limiter.ForgetIDs(ds)
 	}
-	s.rollbackEntries(plans, entryCalls, groups, undo)
+	s.rollbackEntries(plans, entryCalls, groups, undo, nil)
 	if firstErr != nil {
 		return nil, firstErr
 	}
@@ -279,16 +286,18 @@ func (s *Store) runAllOnce(ctx context.Context, runs []scriptRun) {
 
 // rollbackEntries refunds what the calls of the entries undo picks
 // recorded: an admitted call recorded unless it ran under OP_DECIDE_ALL in
-// a run with a denial. It has its own deadline: the caller's may be spent.
-func (s *Store) rollbackEntries(plans []*limiter.Plan, entryCalls [][]*call, groups [][]*call, undo func(int) bool) {
+// a run with a denial; a call in unanswered (nil: none) is left alone. It
+// has its own deadline: the caller's may be spent.
+func (s *Store) rollbackEntries(plans []*limiter.Plan, entryCalls [][]*call, groups [][]*call, undo func(int) bool, unanswered map[*call]bool) {
+	admitted := func(c *call) bool { return !unanswered[c] && c.err == nil && c.reply[0] == 1 }
 	written := map[*call]bool{}
 	for _, g := range groups {
 		all := true
 		for _, c := range g {
-			all = all && c.err == nil && c.reply[0] == 1
+			all = all && admitted(c)
 		}
 		for _, c := range g {
-			written[c] = c.err == nil && c.reply[0] == 1 && (c.op == opDecide || all)
+			written[c] = admitted(c) && (c.op == opDecide || all)
 		}
 	}
 	var recs []recordlog.Recorded
@@ -309,10 +318,10 @@ func (s *Store) rollbackEntries(plans []*limiter.Plan, entryCalls [][]*call, gro
 			}
 		}
 	}
-	failed := false
+	failed := len(unanswered) > 0
 	for _, g := range groups {
 		for _, c := range g {
-			failed = failed || c.err != nil
+			failed = failed || !unanswered[c] && c.err != nil
 		}
 	}
 	s.giveBack(recs, failed)
