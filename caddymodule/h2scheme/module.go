@@ -42,9 +42,11 @@ type Wrapper struct {
 
 	// MaxHeaderBytes bounds one header block (the decoded header list in
 	// HPACK's measure, and the raw bytes of its frames); a client that
-	// sends a larger one is disconnected. Keep it above the server's
-	// max_header_size, so that the server answers 431 itself to the sizes
-	// between. Default: 1 MiB + 64 KiB + 320 bytes.
+	// sends a larger one is disconnected. It is what one connection may
+	// make the wrapper hold. Keep it above the server's max_header_size
+	// (raise it with it), so that the server answers 431 itself to the
+	// sizes between. Default: 32 KiB + 320 bytes, twice Caddy's default
+	// max_header_size of 16 KiB.
 	MaxHeaderBytes int `json:"max_header_bytes,omitempty"`
 }
 

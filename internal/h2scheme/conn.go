@@ -28,15 +28,25 @@ type Options struct {
 	// in HPACK's measure (each field's name and value plus 32 bytes), and
 	// the raw bytes of its HEADERS and CONTINUATION frames, frame headers
 	// included. A connection that sends a larger block is closed. Default:
-	// DefaultMaxHeaderListSize, above what Go's server accepts by default,
-	// so that the server itself answers the sizes it refuses (431).
+	// DefaultMaxHeaderListSize, above what Caddy's server accepts by
+	// default, so that the server itself answers the sizes it refuses
+	// (431). The wrapper holds a block whole before the server sees it, so
+	// this is what one connection may make it hold.
 	MaxHeaderListSize int
 }
 
-// DefaultMaxHeaderListSize is Go's HTTP/2 server's default header-list
-// limit (net/http's DefaultMaxHeaderBytes of 1 MiB, plus 32 bytes for ten
-// fields) with 64 KiB to spare.
-const DefaultMaxHeaderListSize = 1<<20 + 320 + 64<<10
+// DefaultMaxHeaderListSize is twice Caddy's default max_header_size (16
+// KiB, which its HTTP/2 server takes as its header-list limit, plus 32
+// bytes for ten fields). Go's own default is 1 MiB: a wrapper bounded
+// there let a connection make it hold 2.2 MB where Caddy's server, bounded
+// at 16 KiB, closed it at 33 KB.
+const DefaultMaxHeaderListSize = 2*16<<10 + 320
+
+// maxFrameSize is the largest frame Go's HTTP/2 server reads (its
+// MaxReadFrameSize default, which Caddy keeps): a larger one ends the
+// connection (FRAME_SIZE_ERROR), even in a block the wrapper would
+// rewrite into smaller frames.
+const maxFrameSize = 1 << 20
 
 const defaultHandshakeTimeout = 10 * time.Second
 
@@ -216,6 +226,12 @@ func (c *Conn) readPreface() error {
 	n, err := c.br.Read(buf[:len(clientPreface)-c.preface])
 	c.out = append(c.out, buf[:n]...)
 	if !bytes.Equal(buf[:n], []byte(clientPreface[c.preface:c.preface+n])) {
+		if c.tls != nil && c.tls.ConnectionState().NegotiatedProtocol == "h2" {
+			// Go's server speaks HTTP/2 alone where ALPN chose it, and
+			// ends a connection that does not: a wrapped connection,
+			// not a *tls.Conn to net/http, would be served as HTTP/1.
+			return errors.New("h2scheme: a TLS connection that negotiated h2 sent no HTTP/2 client preface")
+		}
 		c.step = stepPassthrough
 		return err
 	}
@@ -336,6 +352,9 @@ func (c *Conn) readBlockFrame(length int) ([]byte, error) {
 		b.raw = b.raw[:0]
 	}
 	start := len(b.raw) + frameHeaderLen
+	if length > maxFrameSize {
+		return nil, protocolError("a frame of %d bytes, over the %d the server reads", length, maxFrameSize)
+	}
 	if start+length > c.opts.MaxHeaderListSize {
 		return nil, fmt.Errorf("%w: its frames pass %d bytes", errBlockTooLarge, c.opts.MaxHeaderListSize)
 	}

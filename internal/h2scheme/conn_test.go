@@ -1,6 +1,7 @@
 package h2scheme
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -60,7 +61,9 @@ func TestOtherSchemesStayRefused(t *testing.T) {
 // the client's or the server's would decode a wrong field from then on.
 func TestLongConnectionKeepsTablesInStep(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	c := h2raw.New(t, dial(t, serveH2(t, true, Options{}, echo)))
+	// Blocks cut into CONTINUATION frames of a few bytes take ten times
+	// their size in frames: above the default bound, which counts them.
+	c := h2raw.New(t, dial(t, serveH2(t, true, Options{MaxHeaderListSize: 1 << 20}, echo)))
 	var pool []hpack.HeaderField
 	for i := 0; i < 200; i++ {
 		pool = append(pool, hpack.HeaderField{
@@ -139,11 +142,45 @@ func TestHeaderBlockBounds(t *testing.T) {
 			}
 		})
 	})
+	t.Run("a frame over 1 MiB", func(t *testing.T) {
+		// Go's server ends the connection for it (FRAME_SIZE_ERROR): so
+		// does the wrapper, even where it would rewrite the block into
+		// smaller frames, and whatever its own bound.
+		addr := serveH2(t, true, Options{MaxHeaderListSize: 4 << 20}, func(w http.ResponseWriter, r *http.Request) {
+			seen <- r.URL.Path
+		})
+		c := h2raw.New(t, dial(t, addr))
+		c.EncBuf.Reset()
+		for _, f := range h2raw.Request("https:", "/big-frame") {
+			_ = c.Enc.WriteField(f)
+		}
+		// Padding up to the size: a block the wrapper reads whole.
+		block := append(bytes.Repeat([]byte{0x20}, 1<<20), c.EncBuf.Bytes()...) // dynamic table size updates to 0
+		expectClosed(t, c, func() {
+			_ = c.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndStream: true, EndHeaders: true})
+		})
+	})
 	select {
 	case p := <-seen:
 		t.Errorf("the server served %s", p)
 	default:
 	}
+}
+
+// TestDefaultBoundIsCaddys proves the default bound of a header block is
+// near what Caddy's server accepts by default (16 KiB), not Go's 1 MiB: a
+// block of 40 KiB, which Caddy refuses, ends the connection before the
+// wrapper holds more (a probe's 1 MB blocks held 2.2 MB a connection).
+func TestDefaultBoundIsCaddys(t *testing.T) {
+	if DefaultMaxHeaderListSize > 64<<10 {
+		t.Fatalf("DefaultMaxHeaderListSize %d", DefaultMaxHeaderListSize)
+	}
+	addr := serveH2(t, true, Options{}, func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the server served %s", r.URL.Path)
+	})
+	c := h2raw.New(t, dial(t, addr))
+	fields := append(h2raw.Request("https:", "/forty"), hpack.HeaderField{Name: "x-big", Value: strings.Repeat("v", 40<<10)})
+	expectClosed(t, c, func() { _, _ = c.Write(fields, nil, 0) })
 }
 
 // expectClosed runs send and checks that the connection then ends

@@ -165,20 +165,25 @@ func TestHandshakeIsLazyAndBounded(t *testing.T) {
 	}
 }
 
-// TestPrefaceNeedsH2 proves HTTP/2 over TLS needs ALPN's h2, as with Go's
-// server: a client that negotiated http/1.1 and sends the HTTP/2 preface
-// is refused, and an HTTP/1.1 request passes untouched.
+// TestPrefaceNeedsH2 proves HTTP/2 over TLS needs ALPN's h2, and h2 needs
+// HTTP/2, as with Go's server: a client that negotiated http/1.1 and
+// sends the HTTP/2 preface is refused, an HTTP/1.1 request passes
+// untouched; a client that negotiated h2 and sends HTTP/1.1 is refused (a
+// probe's was served as HTTP/1.1, a wrapped connection being no
+// *tls.Conn to net/http).
 func TestPrefaceNeedsH2(t *testing.T) {
 	for _, tc := range []struct {
-		send string
-		ok   bool
+		alpn, send string
+		ok         bool
 	}{
-		{http2.ClientPreface, false},
-		{"GET / HTTP/1.1\r\n\r\n", true},
+		{"http/1.1", http2.ClientPreface, false},
+		{"http/1.1", "GET / HTTP/1.1\r\n\r\n", true},
+		{"h2", "GET / HTTP/1.1\r\n\r\n", false},
+		{"h2", "PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", false},
 	} {
 		ln := tlsListener(t, Options{})
 		errs, conns := firstRead(t, ln)
-		c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+		c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{tc.alpn}})
 		if err != nil {
 			t.Fatal(err)
 		}
