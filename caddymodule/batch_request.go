@@ -210,11 +210,12 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]lim
 				}
 			}
 			if cr.limitExpr != "" {
-				if c.Limit, fail = cr.limitOf(limits[ri].at(i), ""); fail != nil {
-					_, fail = cr.limitOf(limits[ri].at(i), " at "+b.EntryPath(i))
+				var given bool
+				if c.Limit, given, fail = cr.limitOf(limits[ri].at(i), ""); fail != nil {
+					_, _, fail = cr.limitOf(limits[ri].at(i), " at "+b.EntryPath(i))
 					return nil, nil, fail
 				}
-				h.watch.readFallback(cr.limitWatch, limitGiven(limits[ri].at(i)))
+				h.watch.readFallback(cr.limitWatch, given)
 			}
 			checks = append(checks, c)
 		}

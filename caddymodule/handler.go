@@ -596,11 +596,11 @@ rules:
 			}
 		}
 		if cr.limitExpr != "" {
-			text := repl.ReplaceAll(cr.limitExpr, "")
-			if c.Limit, fail = cr.limitOf(text, ""); fail != nil {
+			var given bool
+			if c.Limit, given, fail = cr.limitOf(repl.ReplaceAll(cr.limitExpr, ""), ""); fail != nil {
 				return nil, nil, fail
 			}
-			h.watch.readFallback(cr.limitWatch, limitGiven(text))
+			h.watch.readFallback(cr.limitWatch, given)
 		}
 		req.Checks = append(req.Checks, c)
 	}

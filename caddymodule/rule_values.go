@@ -26,21 +26,14 @@ func (cr *compiledRule) costOf(s, where string) (int64, *reply.Failure) {
 
 // limitOf is the limit the text s gives rule cr: a positive integer (at
 // most limiter.MaxLimit, which the rule's own limit caps it at anyway),
-// else the rule's fallback, else a 400.
-func (cr *compiledRule) limitOf(s, where string) (int64, *reply.Failure) {
+// else the rule's fallback (given is then false), else a 400.
+func (cr *compiledRule) limitOf(s, where string) (limit int64, given bool, fail *reply.Failure) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	switch {
 	case err == nil && n > 0:
-		return min(n, limiter.MaxLimit), nil
+		return min(n, limiter.MaxLimit), true, nil
 	case cr.limitFallback > 0:
-		return cr.limitFallback, nil
+		return cr.limitFallback, false, nil
 	}
-	return 0, &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("limit of rule %s is %q%s, not a positive integer, and the rule has no fallback", cr.rule.Name, s, where), Rule: cr.rule.Name}
-}
-
-// limitGiven reports whether the text s gives a limit (a positive
-// integer), rather than calling for the rule's fallback.
-func limitGiven(s string) bool {
-	n, err := strconv.ParseInt(s, 10, 64)
-	return err == nil && n > 0
+	return 0, false, &reply.Failure{Status: http.StatusBadRequest, Reason: fmt.Sprintf("limit of rule %s is %q%s, not a positive integer, and the rule has no fallback", cr.rule.Name, s, where), Rule: cr.rule.Name}
 }
