@@ -131,7 +131,9 @@ func (h *Handler) batchRequests(repl *caddy.Replacer, b *jsonbatch.Batch) ([]lim
 			return nil, nil, f
 		}
 	}
-	h.watch.request(time.Now())
+	// Counted once its limit and zone placeholders are read (below): the
+	// check this request may make sees its reads too.
+	defer h.watch.request(time.Now())
 	var exempt entryText
 	if h.exempt != nil {
 		exempt = textOf(repl, b, bc.exempt, h.Exempt.Placeholder)

@@ -217,7 +217,7 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 		// A number in a JSON config is nanoseconds: an hour meant in
 		// milliseconds (3600000) would be a 3.6ms window, capping nothing.
 		return compiledRule{}, fmt.Errorf("rule %s: window %s is not a whole number of milliseconds, the unit records are kept in; "+
-			"in a JSON config a number is nanoseconds (3600000 is 3.6ms): write a duration such as \"1h\"", rc.Name, w)
+			"write a duration such as \"1h\" (in a JSON config, a bare number is nanoseconds: 3600000 is 3.6ms)", rc.Name, w)
 	}
 	if slices.Contains(rc.By, globalDimension) {
 		return compiledRule{}, fmt.Errorf("rule %s: by %s: the name is reserved; for one count over every send, write the rule without by", rc.Name, globalDimension)

@@ -29,7 +29,7 @@ func TestFallbackPlaceholderWarns(t *testing.T) {
 		var got []string
 		for _, e := range logs.FilterLevelExact(zapcore.WarnLevel).FilterMessageSnippet("placeholder has given no usable value").All() {
 			f := e.ContextMap()
-			got = append(got, fmt.Sprintf("%s %s %s", f["rule"], f["placeholder"], f["fallback"]))
+			got = append(got, fmt.Sprintf("%s %s %s %v", f["rule"], f["placeholder"], f["fallback"], f["requests"]))
 		}
 		return got
 	}
@@ -41,8 +41,9 @@ func TestFallbackPlaceholderWarns(t *testing.T) {
 		serve(t, h, body)
 	}
 	w := warnings()
-	if len(w) != 2 || w[0] != "tier_day {json.tierr} 50" || w[1] != "local_day {json.tzz} Asia/Shanghai" {
-		t.Fatalf("at the 100th request: %q, want tier_day's and local_day's alone", w)
+	// The 100th request is among those counted (a probe saw 99).
+	if len(w) != 2 || w[0] != "tier_day {json.tierr} 50 100" || w[1] != "local_day {json.tzz} Asia/Shanghai 100" {
+		t.Fatalf("at the 100th request: %q, want tier_day's and local_day's alone, after 100 requests", w)
 	}
 	// Within the hour: no repeat. After it: once more, for local_day
 	// alone once tier_day's placeholder gave a value.
@@ -53,7 +54,7 @@ func TestFallbackPlaceholderWarns(t *testing.T) {
 	}
 	serve(t, h, `{"to":"v","tierr":"7"}`)
 	h.watch.request(start.Add(2 * time.Hour))
-	if w := warnings(); len(w) != 3 || w[2] != "local_day {json.tzz} Asia/Shanghai" {
+	if w := warnings(); len(w) != 3 || w[2] != "local_day {json.tzz} Asia/Shanghai 101" {
 		t.Errorf("after the hour: %q, want local_day's again alone", w)
 	}
 }

@@ -560,7 +560,9 @@ func (h *Handler) request(repl *caddy.Replacer, noEntries bool) (*limiter.Reques
 			return nil, nil, &reply.Failure{Status: http.StatusBadRequest, Reason: "missing value for dimension " + d.Name, Dimension: d.Name}
 		}
 	}
-	h.watch.request(time.Now())
+	// Counted once its limit and zone placeholders are read (below): the
+	// check this request may make sees its reads too.
+	defer h.watch.request(time.Now())
 	req := &limiter.Request{Checks: make([]limiter.Check, 0, len(h.rules))}
 	if h.exempt != nil {
 		req.Exempt = h.exempt[repl.ReplaceAll(h.Exempt.Placeholder, "")]

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -246,6 +247,10 @@ type capSetEntry struct {
 	// Missing lists the dimensions no request had a value for in the
 	// last minute (on_missing skip): the rules by them capped nothing.
 	Missing []missingEntry `json:"missing,omitempty"`
+	// Conflict says why the entry has no rules: the running config has
+	// several unnamed cap sets with other settings under this name, which
+	// the admin API answers 409 for.
+	Conflict string `json:"conflict,omitempty"`
 }
 
 // missingEntry is a dimension never found, its placeholders in words.
@@ -283,12 +288,20 @@ func (c *Console) list() capSetList {
 	return capSetList{ReadOnly: c.ReadOnly, CapSets: capSetEntries(c.shows)}
 }
 
+// conflictText is a conflicting name's entry: what is wrong and the fix.
+var conflictText = "several frequency_cap cap sets without a name, with other settings, share this name: name each cap set (frequency_cap's name) to see and ask about each"
+
 // capSetEntries describes every cap set of the running config that shows
 // admits, by name: the console's list and the admin API's.
 func capSetEntries(shows func(name string) bool) []capSetEntry {
 	out := []capSetEntry{}
 	for _, cs := range capset.List() {
 		if !shows(cs.Name) {
+			continue
+		}
+		if _, err := capset.Lookup(cs.Name); errors.Is(err, capset.ErrSameName) {
+			// One entry would show one of them as if it were the only one.
+			out = append(out, capSetEntry{Name: cs.Name, Store: cs.StoreKind, Dimensions: []string{}, Inputs: []input{}, Rules: []ruleEntry{}, Conflict: conflictText})
 			continue
 		}
 		e := capSetEntry{Name: cs.Name, Store: cs.StoreKind, DryRun: cs.DryRun, Dimensions: []string{}, Inputs: inputsOf(cs)}

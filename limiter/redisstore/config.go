@@ -389,7 +389,7 @@ func (c *Config) URLOptions() (*redis.Options, error) {
 // is nanoseconds ("timeout": 100 is 100ns). 0 is the default.
 func CheckTimeout(name string, d time.Duration) error {
 	if d > 0 && d < time.Millisecond {
-		return fmt.Errorf("redis %s %s is under 1ms, too short for any call to Redis to finish, so every call would fail; in a JSON config a number is nanoseconds: write a duration such as \"100ms\"", name, d)
+		return fmt.Errorf("redis %s %s is under 1ms, too short for any call to Redis to finish, so every call would fail: write a duration such as \"100ms\" (in a JSON config, a bare number is nanoseconds)", name, d)
 	}
 	return nil
 }
