@@ -39,7 +39,11 @@ type readBatch struct {
 	byName map[string]*batchKey
 	keys   []*batchKey
 	free   []*batchKey
-	names  []string
+	// args are the read's MGET: "mget", then each key's name by argRef
+	// (the keys keep the names until the batch is done), and getArgs a
+	// GET's of each on a cluster's master, where an MGET cannot span
+	// slots; both are kept from batch to batch, so a read boxes nothing.
+	args, getArgs []any
 }
 
 // batchKey is one key of a batch.
@@ -71,7 +75,21 @@ func (b *readBatch) reset() {
 		*bk = batchKey{k: bk.k, valueBuf: bk.valueBuf, ttlBuf: bk.ttlBuf} // keep the buffers
 		b.free = append(b.free, bk)
 	}
-	b.keys, b.names = b.keys[:0], b.names[:0]
+	b.keys, b.args = b.keys[:0], b.args[:0]
+}
+
+// gets queues a GET of each key on pipe.
+func (b *readBatch) gets(ctx context.Context, pipe redis.Pipeliner) []*redis.StringCmd {
+	b.getArgs = b.getArgs[:0]
+	for _, name := range b.args[1:] {
+		b.getArgs = append(b.getArgs, "get", name)
+	}
+	gets := make([]*redis.StringCmd, len(b.keys))
+	for i := range gets {
+		gets[i] = redis.NewStringCmd(ctx, b.getArgs[2*i:2*i+2:2*i+2]...)
+		_ = pipe.Process(ctx, gets[i]) // queued: its error comes with Exec's
+	}
+	return gets
 }
 
 // add notes a key the batch reads.
@@ -88,7 +106,10 @@ func (b *readBatch) add(key []byte) {
 	bk.name = string(key)
 	b.byName[bk.name] = bk
 	b.keys = append(b.keys, bk)
-	b.names = append(b.names, bk.name)
+	if len(b.args) == 0 {
+		b.args = append(b.args, "mget")
+	}
+	b.args = append(b.args, argRef{&bk.name})
 }
 
 // badKey returns the error of a key of p whose value is not a log.
@@ -204,14 +225,13 @@ func (l *lane) roundTrip(held *decidedInGo, calls []*call, perComponent bool) *d
 					tm = pipe.Time(ctx)
 				}
 				switch {
-				case len(next.b.names) == 0: // a request may have no checks
+				case len(next.b.keys) == 0: // a request may have no checks
 				case l.cluster:
-					gets = make([]*redis.StringCmd, len(next.b.names))
-					for i, name := range next.b.names {
-						gets[i] = pipe.Get(ctx, name)
-					}
+					gets = next.b.gets(ctx, pipe)
 				default:
-					mg = pipe.MGet(ctx, next.b.names...)
+					mg = redis.NewSliceCmd(ctx, next.b.args...)
+					_ = pipe.Process(ctx, mg) // queued: its error comes with Exec's
+
 				}
 			}
 			return nil
@@ -268,7 +288,7 @@ func (s *Store) decode(run *decidedInGo, tm *redis.TimeCmd, mg *redis.SliceCmd, 
 	if mg == nil {
 		return now, nil
 	}
-	if err := answered(mg, len(mg.Val()) == len(run.b.names), perr); err != nil {
+	if err := answered(mg, len(mg.Val()) == len(run.b.keys), perr); err != nil {
 		return 0, err
 	}
 	for i, v := range mg.Val() {
