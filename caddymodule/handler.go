@@ -386,7 +386,7 @@ func (h *Handler) Validate() error {
 func (h *Handler) Cleanup() error {
 	capset.Unregister(h.capSet)
 	h.capSet = nil
-	h.outage.stop()
+	h.outage.stop(time.Now())
 	if h.warns != nil {
 		h.warns.stop()
 		h.locals.stop()

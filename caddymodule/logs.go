@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -41,7 +42,8 @@ func (h *Handler) logDenial(req *limiter.Request, d *limiter.Decision) {
 	}
 	var others []string
 	for i := range d.Results {
-		if d.Results[i].Denied && i != d.Denier {
+		// A shadow rule's would-be denial (Waived) has its own line.
+		if res := &d.Results[i]; res.Denied && !res.Waived && i != d.Denier {
 			others = append(others, d.Results[i].Rule.Name)
 		}
 	}
@@ -75,8 +77,42 @@ type storeWarnings struct {
 	mu      sync.Mutex
 	timer   *time.Timer // set while an interval is running
 	pending int64       // failures since the last line
-	lastOp  string
+	ops     opCounts    // of pending, by store operation
 	lastErr error
+}
+
+// opCounts counts failures by store operation, in the order ops lists.
+type opCounts [len(ops)]int64
+
+// ops are the store operations, in the order a line names them.
+var ops = [...]string{opDecide, opRefund, opUsage, opReset}
+
+func (c *opCounts) add(op string) {
+	for i, o := range ops {
+		if o == op {
+			c[i]++
+			return
+		}
+	}
+}
+
+// fields are a line's op (the operations that failed, comma-separated)
+// and, when more than one did, failures_by_op: a probe saw 5 decisions
+// and a usage fail in one second logged as 6 usage failures.
+func (c *opCounts) fields() []zap.Field {
+	var names []string
+	by := map[string]int64{}
+	for i, n := range c {
+		if n > 0 {
+			names = append(names, ops[i])
+			by[ops[i]] = n
+		}
+	}
+	f := []zap.Field{zap.String("op", strings.Join(names, ","))}
+	if len(names) > 1 {
+		f = append(f, zap.Any("failures_by_op", by))
+	}
+	return f
 }
 
 // add notes one failure of the store operation op, now.
@@ -92,12 +128,15 @@ func (w *storeWarnings) addAt(now time.Time, op string, err error) {
 	w.mu.Lock()
 	if w.timer != nil {
 		w.pending++
-		w.lastOp, w.lastErr = op, err
+		w.ops.add(op)
+		w.lastErr = err
 		w.mu.Unlock()
 		return
 	}
 	w.timer = time.AfterFunc(w.interval, w.flush)
-	w.write(1, op, err) // under the lock, as flush writes
+	var one opCounts
+	one.add(op)
+	w.write(1, &one, err) // under the lock, as flush writes
 	w.mu.Unlock()
 }
 
@@ -106,8 +145,7 @@ func (w *storeWarnings) addAt(now time.Time, op string, err error) {
 func (w *storeWarnings) flush() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n, op, err := w.pending, w.lastOp, w.lastErr
-	w.pending, w.lastErr = 0, nil
+	n, byOp, err := w.take()
 	if n == 0 {
 		w.timer = nil
 		return
@@ -115,7 +153,7 @@ func (w *storeWarnings) flush() {
 	w.timer = time.AfterFunc(w.interval, w.flush)
 	// Written under the lock, so that drain cannot slip the store's
 	// "answers again" in between taking these failures and logging them.
-	w.write(n, op, err)
+	w.write(n, &byOp, err)
 }
 
 // drain logs what is pending now, ahead of its interval's end: the line
@@ -128,18 +166,22 @@ func (w *storeWarnings) drain() {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n, op, err := w.pending, w.lastOp, w.lastErr
-	w.pending, w.lastErr = 0, nil
-	if n > 0 {
-		w.write(n, op, err)
+	if n, byOp, err := w.take(); n > 0 {
+		w.write(n, &byOp, err)
 	}
+}
+
+// take returns the failures pending and forgets them; under mu.
+func (w *storeWarnings) take() (int64, opCounts, error) {
+	n, byOp, err := w.pending, w.ops, w.lastErr
+	w.pending, w.ops, w.lastErr = 0, opCounts{}, nil
+	return n, byOp, err
 }
 
 // stop logs what is pending and ends the intervals; it runs at Cleanup.
 func (w *storeWarnings) stop() {
 	w.mu.Lock()
-	n, op, err := w.pending, w.lastOp, w.lastErr
-	w.pending = 0
+	n, byOp, err := w.take()
 	if w.timer != nil {
 		w.timer.Stop()
 	}
@@ -148,11 +190,11 @@ func (w *storeWarnings) stop() {
 	w.timer = nil
 	w.mu.Unlock()
 	if n > 0 {
-		w.write(n, op, err)
+		w.write(n, &byOp, err)
 	}
 }
 
-func (w *storeWarnings) write(n int64, op string, err error) {
+func (w *storeWarnings) write(n int64, byOp *opCounts, err error) {
 	if w.logger == nil {
 		return
 	}
@@ -160,14 +202,15 @@ func (w *storeWarnings) write(n int64, op string, err error) {
 	if msg == "" {
 		msg = "frequency cap store failing"
 	}
-	w.logger.Warn(msg,
+	fields := append([]zap.Field{
 		zap.String("handler", w.handler),
 		zap.Int64("failures", n),
-		zap.Duration("interval", w.interval),
-		zap.String("op", op),
+		zap.Duration("interval", w.interval)},
+		byOp.fields()...)
+	w.logger.Warn(msg, append(fields,
 		zap.String("on_error", w.onError),
 		zap.String("reason", redisstore.Reason(err)),
-		zap.Error(err))
+		zap.Error(err))...)
 }
 
 // logBatchDenial logs a batch with denied entries in one line, at debug

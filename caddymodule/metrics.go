@@ -23,10 +23,13 @@ import (
 //	              (whatever on_error then did with the request)
 //	exempt        the request was exempt: admitted whatever the rule said,
 //	              and counted
+//	quiet         a quiet rule refused the request: its range held it (a
+//	              quiet rule counts only then, so a denial ratio of
+//	              denied over allowed and denied leaves it out, where it
+//	              would read 100 % every night)
 //
 // A shadow rule (dry_run in its block) that would deny counts as
-// dry_run_deny, whatever the live rules decided. A quiet rule counts only
-// while its range holds the request. Rules left out of a request
+// dry_run_deny, whatever the live rules decided. Rules left out of a request
 // (on_missing skip) count nothing. Each recipient entry of a batch is a
 // decision of its own; the entries a refused batch admitted recorded
 // nothing and count nothing.
@@ -36,6 +39,7 @@ const (
 	outcomeDryRunDeny = "dry_run_deny"
 	outcomeError      = "error"
 	outcomeExempt     = "exempt"
+	outcomeQuiet      = "quiet"
 )
 
 // The store label of caddy_frequency_cap_decisions_by_store_total: the
@@ -81,7 +85,7 @@ func initMetrics() {
 	metrics.once.Do(func() {
 		metrics.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "decisions_total",
-			Help: "Frequency cap decisions, once per applied rule, by handler name, rule and outcome (allowed, denied, dry_run_deny, error, exempt).",
+			Help: "Frequency cap decisions, once per applied rule, by handler name, rule and outcome (allowed, denied, dry_run_deny, error, exempt, quiet: a quiet rule's refusal).",
 		}, []string{"handler", "rule", "outcome"})
 		metrics.storeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "store_duration_seconds",
@@ -94,7 +98,7 @@ func initMetrics() {
 		}, []string{"handler", "op"})
 		metrics.refunds = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "refunds_total",
-			Help: "Admitted requests whose quota was given back (refund_on), by handler name.",
+			Help: "Admitted sends whose quota was given back (refund_on), by handler name: a single send's request, or each entry of a batch send.",
 		}, []string{"handler"})
 		metrics.resets = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "resets_total",
@@ -153,6 +157,9 @@ type handlerMetrics struct {
 	missing []prometheus.Counter // by index into Handler.dims
 	decide  storeOp
 	refund  storeOp
+	// usage times a request's usage read where a quiet rule refused it
+	// (the answer's other rules), as the admin API's reads are.
+	usage   storeOp
 	refunds prometheus.Counter
 	skipped prometheus.Counter
 	// byStore counts the decisions of the handler's store, byLocal those of
@@ -165,6 +172,8 @@ type handlerMetrics struct {
 
 type ruleMetrics struct {
 	allowed, denied, dryRunDeny, failed, exempt prometheus.Counter
+	// quiet is a quiet rule's refusals; nil for the other rules.
+	quiet prometheus.Counter
 }
 
 // storeOp is the latency and error series of one store operation.
@@ -198,9 +207,13 @@ func (h *Handler) provisionMetrics(ctx caddy.Context) error {
 		rules:   make(map[*limiter.Rule]*ruleMetrics, len(h.rules)),
 		decide:  newStoreOp(h.Name, opDecide),
 		refund:  newStoreOp(h.Name, opRefund),
+		usage:   newStoreOp(h.Name, opUsage),
 		refunds: metrics.refunds.WithLabelValues(h.Name),
 		skipped: metrics.skipped.WithLabelValues(h.Name),
 		byStore: metrics.byStore.WithLabelValues(h.Name, storeMemory),
+	}
+	for _, source := range []string{"admin", "console"} {
+		metrics.resets.WithLabelValues(h.Name, source)
 	}
 	if h.Redis != nil {
 		m.byStore = metrics.byStore.WithLabelValues(h.Name, storeRedis)
@@ -215,6 +228,9 @@ func (h *Handler) provisionMetrics(ctx caddy.Context) error {
 			dryRunDeny: metrics.decisions.WithLabelValues(h.Name, cr.rule.Name, outcomeDryRunDeny),
 			failed:     metrics.decisions.WithLabelValues(h.Name, cr.rule.Name, outcomeError),
 			exempt:     metrics.decisions.WithLabelValues(h.Name, cr.rule.Name, outcomeExempt),
+		}
+		if cr.rule.Quiet != nil {
+			m.rules[cr.rule].quiet = metrics.decisions.WithLabelValues(h.Name, cr.rule.Name, outcomeQuiet)
 		}
 	}
 	for _, d := range h.dims {
@@ -247,6 +263,7 @@ const (
 	deniedOutcome
 	dryRunDenyOutcome
 	exemptOutcome
+	quietOutcome
 	outcomes
 )
 
@@ -262,6 +279,8 @@ func outcomeOf(res *limiter.Result, allowed, dryRun, exempt bool) int {
 		return allowedOutcome
 	case res.Denied && dryRun:
 		return dryRunDenyOutcome
+	case res.Denied && res.Rule.Quiet != nil:
+		return quietOutcome
 	case res.Denied:
 		return deniedOutcome
 	}
@@ -277,6 +296,8 @@ func (rm *ruleMetrics) counter(o int) prometheus.Counter {
 		return rm.denied
 	case dryRunDenyOutcome:
 		return rm.dryRunDeny
+	case quietOutcome:
+		return rm.quiet
 	}
 	return rm.exempt
 }

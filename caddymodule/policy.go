@@ -45,8 +45,14 @@ func (h *Handler) decide(ctx context.Context, req *limiter.Request, quiet []quie
 		if err != nil && gaveUp(ctx) {
 			return nil, errSenderGone
 		}
-		h.metrics.decide.observe(start, err)
+		op := h.metrics.decide
+		if refused {
+			op = h.metrics.usage // read, not decided: a quiet rule refused it
+		}
+		op.observe(start, err)
 		switch {
+		case err == nil && refused:
+			h.noteUsage(start, d)
 		case err == nil:
 			h.noteStore(start, d)
 		case !refused:
@@ -101,6 +107,21 @@ func (h *Handler) noteStore(start time.Time, d *limiter.Decision) {
 	h.metrics.byLocal.Inc()
 	h.metrics.decide.errors.Inc()
 	h.locals.add(opDecide, d.Fallback)
+}
+
+// noteUsage is noteStore for a usage read, which decided nothing: it
+// ends an outage, or counts its failure under usage where on_error local
+// answered it.
+func (h *Handler) noteUsage(start time.Time, d *limiter.Decision) {
+	if d.Fallback == nil {
+		if h.outage.failing() {
+			h.outage.answered(start, time.Now())
+		}
+		return
+	}
+	h.outage.failed(time.Now(), "")
+	h.metrics.usage.errors.Inc()
+	h.locals.add(opUsage, d.Fallback)
 }
 
 // logShadows logs at info each shadow rule that would have denied the

@@ -341,6 +341,27 @@ func TestStoreAnswersAgainLogged(t *testing.T) {
 		}
 	})
 
+	// A config replaced during an outage says what on_error decided in
+	// it so far: a probe's reload in the middle of an outage left the 3
+	// sends allowed before it in no line (the new config's line said 2).
+	t.Run("replaced while failing", func(t *testing.T) {
+		core, logs := observer.New(zapcore.DebugLevel)
+		o := &storeOutage{logger: zap.New(core), handler: "push"}
+		t0 := time.Date(2026, 11, 27, 14, 0, 0, 0, time.UTC)
+		for i := range 3 {
+			o.failed(t0.Add(time.Duration(i)*time.Second), OnErrorAllow)
+		}
+		o.stop(t0.Add(5 * time.Second))
+		o.stop(t0.Add(6 * time.Second)) // said already
+		lines := logs.All()
+		if len(lines) != 1 || lines[0].Level != zapcore.WarnLevel || !strings.Contains(lines[0].Message, "still failing") {
+			t.Fatalf("want one warning; got %v", lines)
+		}
+		if f := lines[0].ContextMap(); f["failed_for"] != 5*time.Second || f["on_error_allowed"] != int64(3) {
+			t.Errorf("the line: %v", f)
+		}
+	})
+
 	// A store that flaps ends many outages in an interval: one line says
 	// so at once, the next sums the rest at the interval's end (before,
 	// each outage wrote a line, and its failures another: a probe cutting
@@ -356,7 +377,7 @@ func TestStoreAnswersAgainLogged(t *testing.T) {
 			o.answered(fail.Add(time.Nanosecond), fail.Add(2*time.Nanosecond))
 		}
 		time.Sleep(150 * time.Millisecond)
-		o.stop()
+		o.stop(time.Now())
 		warns.stop()
 		var outages, allowed, failures int64
 		lines := 0

@@ -122,20 +122,37 @@ func (o *storeOutage) flush() {
 	o.write()
 }
 
-// stop logs the outages held and ends the intervals; it runs at Cleanup.
-func (o *storeOutage) stop() {
+// stop logs the outages held, and one still open as still failing, and
+// ends the intervals; it runs at Cleanup, at now. A reload's new config
+// counts an outage that goes on afresh, its line covering only what came
+// after: without this line what on_error decided before the reload was
+// never logged.
+func (o *storeOutage) stop(now time.Time) {
 	if o == nil {
 		return
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.timer != nil {
-		o.timer.Stop()
-	}
 	if o.held.outages > 0 {
 		o.write()
 	}
-	o.timer = nil
+	if o.timer != nil {
+		o.timer.Stop()
+		o.timer = nil
+	}
+	since := o.since.Swap(0)
+	if since == 0 || o.logger == nil {
+		return
+	}
+	for _, w := range o.warnings {
+		w.drain()
+	}
+	o.logger.Warn("frequency cap store still failing as its config is replaced: what on_error decided so far; the new config's line covers the rest",
+		zap.String("handler", o.handler),
+		zap.Duration("failed_for", max(0, now.Sub(time.Unix(0, since)))),
+		zap.Int64("on_error_allowed", o.allowed.Swap(0)),
+		zap.Int64("on_error_denied", o.denied.Swap(0)),
+		zap.Int64("on_error_local", o.local.Swap(0)))
 }
 
 // write logs the outages held and starts an interval; under mu. The
