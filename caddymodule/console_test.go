@@ -1,6 +1,7 @@
 package caddymodule_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -430,4 +431,76 @@ func TestConsoleMountRedirect(t *testing.T) {
 	if n := up.count(); n != 0 {
 		t.Errorf("the upstream received %d requests, want none", n)
 	}
+}
+
+// TestConsoleScopeKeepsOthersLogs proves that a console limited by
+// cap_sets neither lists nor forgets the logs its cap set's rules do not
+// read: with a key_prefix shared, a probe read another cap set's channel
+// through a console scoped to a cap set beside it, and its DELETE lifted
+// that cap set's cap. The console that shows every cap set still lists
+// them (they may be a removed rule's).
+func TestConsoleScopeKeepsOthersLogs(t *testing.T) {
+	eachBackend(t, func(t *testing.T, redisLine string) {
+		testConsoleScopeKeepsOthersLogs(t, redisLine)
+	})
+}
+
+func testConsoleScopeKeepsOthersLogs(t *testing.T, redisLine string) {
+	up := startUpstream(t)
+	prefix := testPrefix()
+	g := startGateway(t, fmt.Sprintf(`
+	%s
+	%s
+	frequency_cap_console /support/* {
+		cap_sets mkt
+	}
+	handle_path /ops/* {
+		frequency_cap_console
+	}
+	frequency_cap /otp {
+		name otp
+		%s
+		key_prefix %s
+		dimension recipient {json.to}
+		dimension channel {json.channel}
+		rule otp_channel {
+			by recipient channel
+			limit 1
+			window 1h
+		}
+	}
+	frequency_cap /mkt {
+		name mkt
+		%s
+		key_prefix %s
+		dimension recipient {json.to}
+		rule mkt_hour {
+			by recipient
+			limit 5
+			window 1h
+		}
+	}
+	reverse_proxy %s`, basicAuthBlock("/support/*"), basicAuthBlock("/ops/*"), redisLine, prefix, redisLine, prefix, up.addr()))
+	for _, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
+		expectStatus(t, g.send("/otp", map[string]any{"to": "zoe", "channel": "sms"}), want)
+	}
+	var held struct {
+		Unmatched []json.RawMessage `json:"unmatched"`
+	}
+	if err := json.Unmarshal(g.consoleDo(http.MethodGet, "/ops/api/capsets/mkt/records?recipient=zoe", true).body, &held); err != nil || len(held.Unmatched) != 1 {
+		t.Fatalf("the console showing every cap set lists %+v (%v); want otp's log as unmatched", held, err)
+	}
+	a := g.consoleDo(http.MethodGet, "/support/api/capsets/mkt/records?recipient=zoe", true)
+	expectStatus(t, a, http.StatusOK)
+	// Personal data: never sniffed as HTML (a recipient may be <script>).
+	for _, h := range []http.Header{a.header, adminDo(t, http.MethodGet, "/frequency_cap/mkt/records?recipient=zoe").header} {
+		if h.Get("X-Content-Type-Options") != "nosniff" || !strings.Contains(h.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+			t.Errorf("a JSON answer's headers: %v", h)
+		}
+	}
+	if err := json.Unmarshal(a.body, &held); err != nil || len(held.Unmatched) != 0 {
+		t.Errorf("the console scoped to mkt lists %s (%v); want no unmatched log", a.body, err)
+	}
+	expectStatus(t, g.consoleDo(http.MethodDelete, "/support/api/capsets/mkt/records?recipient=zoe", true), http.StatusOK)
+	expectStatus(t, g.send("/otp", map[string]any{"to": "zoe", "channel": "sms"}), http.StatusTooManyRequests)
 }

@@ -128,14 +128,16 @@ func (f *Fallback) Refund(ctx context.Context, id string) (bool, error) {
 	return f.primary.Refund(ctx, id)
 }
 
-// Reset implements Store: it forgets in both stores, and reports the
-// primary's failure.
+// Reset implements Store: it forgets in the primary, then in the local
+// store. When the primary fails it forgets nothing here either: its
+// caller is told the reset failed, and the local store, deciding during
+// the outage, must not lift the cap meanwhile (it did: a probe's reset
+// answered 503 and the next send passed).
 func (f *Fallback) Reset(ctx context.Context, req *Request) error {
-	lerr := f.local.Reset(ctx, req)
 	if err := f.primary.Reset(ctx, req); err != nil {
 		return err
 	}
-	return lerr
+	return f.local.Reset(ctx, req)
 }
 
 // Close implements Store: it closes both stores.

@@ -91,6 +91,7 @@ func (a *AdminAPI) Routes() []caddy.AdminRoute {
 const adminPrefix = "/frequency_cap/"
 
 func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
+	harden(w.Header())
 	name, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, adminPrefix), "/")
 	if name == "" && rest == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		return reply.JSON(w, http.StatusOK, "application/json", struct {
@@ -101,7 +102,7 @@ func (a *AdminAPI) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 	case name != "" && rest == "usage":
 		return serveUsage(w, r, name, "admin API")
 	case name != "" && rest == "records":
-		return serveRecords(w, r, name, "admin API")
+		return serveRecords(w, r, name, "admin API", false)
 	}
 	return (&reply.Failure{Status: http.StatusNotFound, Reason: "not found: use " + adminPrefix + "<name>/usage?<dimension>=<value> or " + adminPrefix + "<name>/records?<dimension>=<value>"}).Write(w)
 }

@@ -136,6 +136,7 @@ var consoleCrossOrigin = http.NewCrossOriginProtection()
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler; it never calls next.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	harden(w.Header())
 	endpoint, name := consoleRoute(r.URL.Path)
 	user := c.user(r)
 	if user == "" && !c.Public {
@@ -165,7 +166,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			who = []zap.Field{zap.String("user", user)}
 		}
 		if endpoint == endpointRecords {
-			return serveRecords(w, r, name, "console", who...)
+			return serveRecords(w, r, name, "console", c.shown != nil, who...)
 		}
 		return serveUsage(w, r, name, "console", who...)
 	case endpointUnknown:
@@ -188,6 +189,16 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	}
 	_, err := w.Write(consolePage)
 	return err
+}
+
+// harden sets the headers of every console and admin API answer: JSON
+// with personal data (recipients, their records) is not to be sniffed as
+// anything else, framed, or sent on as a referrer. The page sets its own
+// policy over this one.
+func harden(h http.Header) {
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+	h.Set("Referrer-Policy", "no-referrer")
 }
 
 // consoleEndpoint is what a console request asks for.

@@ -38,7 +38,7 @@ type recordsAnswer struct {
 	// Unmatched are the logs held under the value that no rule of the cap
 	// set reads: a rule since removed or changed (its dimensions, its
 	// cost), or one of another cap set with the same key_prefix. DELETE
-	// forgets them too.
+	// forgets them too. A console limited by cap_sets leaves them out.
 	Unmatched []heldEntry `json:"unmatched"`
 }
 
@@ -78,8 +78,11 @@ type resetLog struct {
 }
 
 // serveRecords answers GET and DELETE of .../records for the cap set
-// named name, as serveUsage does for .../usage.
-func serveRecords(w http.ResponseWriter, r *http.Request, name, via string, fields ...zap.Field) error {
+// named name, as serveUsage does for .../usage. With ownOnly (a console
+// limited to some cap sets) the logs no rule of the cap set reads are
+// neither listed nor forgotten: they may be another cap set's, on the same
+// key_prefix, which that console must not read or lift.
+func serveRecords(w http.ResponseWriter, r *http.Request, name, via string, ownOnly bool, fields ...zap.Field) error {
 	cs, err := supportTarget(w, r, name)
 	if cs == nil {
 		return err
@@ -99,6 +102,9 @@ func serveRecords(w http.ResponseWriter, r *http.Request, name, via string, fiel
 		return storeUnavailable(w, err)
 	}
 	entries, unmatched := q.entries(held)
+	if ownOnly {
+		unmatched = nil
+	}
 	if r.Method == http.MethodDelete {
 		logs, err := q.reset(ctx, entries, unmatched, via, fields)
 		if err != nil {
