@@ -343,3 +343,33 @@ func TestConsoleBrowserCredentialsInURL(t *testing.T) {
 	}
 	b.expectQuiet(t)
 }
+
+// TestConsoleBrowserConflict proves that a name several unnamed cap sets
+// with other settings share is shown as that, with no form to look
+// anyone up: the listing showed one of them as if it were alone.
+func TestConsoleBrowserConflict(t *testing.T) {
+	b := startBrowser(t)
+	up := startUpstream(t)
+	g := startGateway(t, fmt.Sprintf(`
+	%s
+	frequency_cap_console /support/*
+	frequency_cap /a {
+		key_prefix %s
+		dimension recipient {json.to}
+		%s
+	}
+	frequency_cap /b {
+		key_prefix %[2]s
+		dimension recipient {json.to}
+		%[4]s
+	}
+	reverse_proxy %[5]s`, basicAuthBlock("/support/*"), testPrefix(), ruleBlock("r", "recipient", 5), ruleBlock("r", "recipient", 6), up.addr()))
+	const def = `section[data-capset="default"] `
+	b.do(t, "opening the console", chromedp.Navigate(g.url+"/support/"), chromedp.WaitVisible(def+`.status.error`))
+	text := read(t, b, "the conflict", chromedp.Text(def+`.status.error`))
+	forms := read(t, b, "its forms", chromedp.Evaluate[int](`document.querySelectorAll('`+def+`form').length`))
+	if !strings.Contains(text, "several frequency_cap cap sets without a name") || forms != 0 {
+		t.Errorf("the default cap set reads %q with %d forms; want the conflict and none", text, forms)
+	}
+	b.expectQuiet(t)
+}
