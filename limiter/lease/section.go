@@ -162,7 +162,7 @@ func (s *Store) takeFrom(ctx context.Context, sec *section, c *limiter.Check, re
 			return taking{}, true, nil
 		}
 		now := s.opts.Now()
-		if b := sec.cur; b.usable(now, c.Cost) {
+		if b := sec.usableBlock(now, c.Cost); b != nil {
 			tk = b.takeUnits(now, c)
 			sec.mu.Unlock()
 			return tk, false, nil
@@ -279,6 +279,24 @@ func (s *Store) acquire(ctx context.Context, sec *section, c *limiter.Check, siz
 		s.mu.Unlock()
 		return b, res, nil
 	}
+}
+
+// usableBlock returns the block in hand that may give cost units at now:
+// the current one, else one set aside within its term that sends given
+// back refilled (a refund after a release, which tombed the block: it
+// cannot give them back to the store, so they are spent here or stay
+// counted; a probe lost 1,818 units of a 5,000 day that way). nil when
+// none may; under sec.mu.
+func (sec *section) usableBlock(now time.Time, cost int64) *block {
+	if sec.cur.usable(now, cost) {
+		return sec.cur
+	}
+	for _, b := range sec.spent {
+		if b.usable(now, cost) {
+			return b
+		}
+	}
+	return nil
 }
 
 // usable reports whether b may give cost units at now.
