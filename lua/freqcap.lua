@@ -539,7 +539,11 @@ local function refund(s, t, cost, grain, now)
     if x == t then return 0 end
   end
   local ts, cs = s.ts, s.cs
-  for i = 1, #ts do
+  -- Oldest first (ts[1] is the newest): in a bucketed log the record made
+  -- at t is in the oldest entry of its bucket whose time is not before t
+  -- (a bucket past MAX_COST has several), as recordlog.SubLog.Refund finds
+  -- it; a newer entry holds later records, which their own refunds take.
+  for i = #ts, 1, -1 do
     local e = ts[i]
     if (grain == 0 and e == t and cs[i] == cost) or
        (grain > 0 and e >= t and floor(e / grain) == floor(t / grain) and cs[i] >= cost) then
