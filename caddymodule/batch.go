@@ -121,14 +121,20 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		h.logShadows(&reqs[i], d)
 	}
 	tally.add(h)
-	view := h.batchView(ds)
-	setBatchPlaceholders(repl, view, ds)
+	var asked [][]int64 // under reject, what a refused batch's earlier entries asked
+	shown := ds
+	if refused && !bc.drop {
+		asked = batchAsked(reqs, ds)
+		shown = unrecorded(reqs, ds, asked)
+	}
+	view := h.batchView(shown)
+	setBatchPlaceholders(repl, view, shown)
 	setQuotaHeaders(w.Header(), view, h.style.ResetIsTime)
 	if len(denied) > 0 {
 		h.logBatchDenial(b, reqs, ds, denied)
 	}
 	if refused {
-		return h.writeBatchDenial(w, r, b, reqs, ds, denied, along)
+		return h.writeBatchDenial(w, r, b, reqs, ds, shown, asked, denied, along)
 	}
 
 	var ids []string // only refunds need them: most batches make none

@@ -52,13 +52,12 @@ func worstDenied(ds []*limiter.Decision) int {
 // answer (answer gorush) is such a list too: a failed-push log per token.
 // The entries along went with a denied one (batch drop: the other topics
 // of its condition): they are listed as denied by its rule.
-func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *jsonbatch.Batch, reqs []limiter.Request, ds []*limiter.Decision, denied []int, along []jsonbatch.Along) error {
+func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *jsonbatch.Batch, reqs []limiter.Request, ds, shown []*limiter.Decision, asked [][]int64, denied []int, along []jsonbatch.Along) error {
 	worst := worstDenied(ds)
-	asked := make([][]int64, len(ds)) // none under drop: what was admitted was recorded
-	if !h.batch.drop {
-		asked = batchAsked(reqs, ds)
+	if asked == nil {
+		asked = make([][]int64, len(ds)) // none under drop: what was admitted was recorded
 	}
-	p := batchProblem{problem: newProblem(h.StatusCode, &reqs[worst], ds[worst], asked[worst])}
+	p := batchProblem{problem: newProblem(h.StatusCode, &reqs[worst], shown[worst], asked[worst])}
 	p.Detail = fmt.Sprintf("%d of %d entries denied; %s", len(denied)+len(along), len(ds), p.Detail)
 	p.Denied = make([]deniedEntry, 0, len(denied)+len(along))
 	entries := make([]answer.DeniedEntry, 0, len(denied)+len(along))
@@ -80,7 +79,7 @@ func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *js
 			e.Value = b.Entries[i].Text
 		}
 		p.Denied = append(p.Denied, e)
-		entries = append(entries, answer.DeniedEntry{Path: e.Path, Message: newProblem(h.StatusCode, &reqs[by[i]], d, asked[by[i]]).Detail})
+		entries = append(entries, answer.DeniedEntry{Path: e.Path, Message: newProblem(h.StatusCode, &reqs[by[i]], shown[by[i]], asked[by[i]]).Detail})
 	}
 	den := answer.Denial{
 		Status: h.StatusCode, Rule: p.Rule, Limit: p.Limit, RetryAfter: p.RetryAfter,
@@ -124,6 +123,41 @@ func batchAsked(reqs []limiter.Request, ds []*limiter.Decision) [][]int64 {
 		}
 	}
 	return asked
+}
+
+// unrecorded is ds as recorded: a batch refused under reject recorded
+// none of its entries, but the store decided each after the earlier ones
+// it admitted (asked, see batchAsked), and an admitted entry's result
+// counts its own cost too, so each result's used counts them and its
+// remaining lacks them. The answer's quota fields say what is there: a
+// probe's refused batch of 30, 50 and 30 under a limit of 100 said 20
+// remained, where a send of 50 then passed.
+func unrecorded(reqs []limiter.Request, ds []*limiter.Decision, asked [][]int64) []*limiter.Decision {
+	out := make([]*limiter.Decision, len(ds))
+	for i, d := range ds {
+		c := *d
+		c.Results = slices.Clone(d.Results)
+		for k := range c.Results {
+			if k >= len(reqs[i].Checks) {
+				break // a quiet rule's answer, which counts nothing
+			}
+			gone := asked[i][k]
+			if d.Allowed {
+				gone += reqs[i].Checks[k].Cost
+			}
+			res := &c.Results[k]
+			if gone == 0 || res.Rule.Quiet != nil {
+				continue
+			}
+			res.Used = max(0, res.Used-gone)
+			res.Remaining = min(res.Limit, res.Remaining+gone)
+			if res.Used == 0 {
+				res.Reset = 0 // nothing recorded: nothing to wait for
+			}
+		}
+		out[i] = &c
+	}
+	return out
 }
 
 // batchView combines a batch's decisions for the quota headers: for each
