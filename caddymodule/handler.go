@@ -254,6 +254,10 @@ type Handler struct {
 	locals *storeWarnings
 	// outage logs the store answering again after it failed.
 	outage *storeOutage
+	// serving counts the requests in ServeHTTP: Cleanup gives the store
+	// back once they are done (cleanup_drain.go). Made by Provision (a
+	// pointer: the Caddyfile adapter copies an unprovisioned Handler).
+	serving *atomic.Int64
 	// capSet is the handler's entry in the admin API's registry.
 	capSet *capset.CapSet
 }
@@ -293,6 +297,7 @@ func (h *Handler) fillDefaults() {
 // logged, and on_error decides until it does.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
+	h.serving = new(atomic.Int64)
 	h.fillDefaults()
 	if err := h.provisionAnswer(); err != nil {
 		return fmt.Errorf("frequency_cap %s: %w", h.Name, err)
@@ -391,11 +396,17 @@ func (h *Handler) Cleanup() error {
 		h.warns.stop()
 		h.locals.stop()
 	}
+	if h.serving != nil && h.serving.Load() > 0 {
+		go h.releaseWhenServed(time.Now().Add(drainBound))
+		return nil
+	}
 	return h.releaseStore()
 }
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	h.serving.Add(1)
+	defer h.serving.Add(-1)
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if h.lowers {
 		repl.Map(lowerProvider(repl))

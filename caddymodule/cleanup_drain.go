@@ -1,0 +1,28 @@
+package caddymodule
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// drainBound is how long a cleaned-up handler keeps its store for the
+// requests it still serves: Caddy does not wait for them at a reload.
+const drainBound = time.Minute
+
+// releaseWhenServed gives the store back once the handler serves no
+// request, or at deadline. A reload that changes the store's settings
+// (its timeout, its address) makes a new store and closes the old one at
+// Cleanup; the requests still in the old handler then met a closed store,
+// which on_error allow passed uncounted (a probe's 2 gateways reloading
+// under load delivered 1,226 of a limit of 1,200), and their refunds were
+// lost. Past the deadline the store is closed all the same: a request
+// still deciding then gets on_error.
+func (h *Handler) releaseWhenServed(deadline time.Time) {
+	for h.serving.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := h.releaseStore(); err != nil {
+		h.logger.Warn("frequency cap store released after its requests", zap.Error(err))
+	}
+}
