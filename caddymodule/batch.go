@@ -207,7 +207,12 @@ func (h *Handler) unrecord(r *http.Request, ds []*limiter.Decision, along []json
 		gone = append(gone, ds[a.Entry])
 	}
 	if ids := recordedIDs(gone); len(ids) > 0 {
-		h.refundAll(r, ids)
+		// Not refunds: no upstream failed them, and decisions_total
+		// counted them as nothing (refunds_total would read them as
+		// sends refund_on gave back).
+		for _, id := range limiter.JoinIDs(ids) {
+			h.giveBack(r, id)
+		}
 		limiter.ForgetIDs(gone)
 	}
 }

@@ -46,6 +46,11 @@ func TestConditionGoesWhole(t *testing.T) {
 
 		// A token beside a condition over t and u: the token goes on, the
 		// condition does not, and u is reported with t.
+		refunds := func() float64 {
+			s, _ := scrape(t)
+			return s[series("caddy_frequency_cap_refunds_total", "handler", "default")]
+		}
+		refunded := refunds()
 		sent := len(up.received())
 		a := send(`{"notifications":[{"tokens":["k"],"platform":2,"condition":"'t' in topics || 'u' in topics","message":"m"}]}`, http.StatusOK)
 		bodies := up.received()
@@ -58,7 +63,12 @@ func TestConditionGoesWhole(t *testing.T) {
 		if got := dropped(t, a); fmt.Sprint(got) != "[notifications.0.condition]" {
 			t.Errorf("dropped %v", got)
 		}
-		// u recorded nothing: it was not sent to.
+		// u recorded nothing: it was not sent to. Nor was it a refund:
+		// no upstream failed it (refunds_total counted it, and an alert
+		// on refunds read a condition's topics as failed sends).
+		if got := refunds(); got != refunded {
+			t.Errorf("refunds_total went from %v to %v for a condition dropped", refunded, got)
+		}
 		send(topic("u"), http.StatusOK)
 		if got := string(up.received()[len(up.received())-1]); got != topic("u") {
 			t.Errorf("u's own send after its condition was dropped: gorush got %s", got)

@@ -138,9 +138,6 @@ func unrecorded(reqs []limiter.Request, ds []*limiter.Decision, asked [][]int64)
 		c := *d
 		c.Results = slices.Clone(d.Results)
 		for k := range c.Results {
-			if k >= len(reqs[i].Checks) {
-				break // a quiet rule's answer, which counts nothing
-			}
 			gone := asked[i][k]
 			if d.Allowed {
 				gone += reqs[i].Checks[k].Cost
@@ -150,9 +147,9 @@ func unrecorded(reqs []limiter.Request, ds []*limiter.Decision, asked [][]int64)
 				continue
 			}
 			res.Used = max(0, res.Used-gone)
-			res.Remaining = min(res.Limit, res.Remaining+gone)
-			if res.Used == 0 {
-				res.Reset = 0 // nothing recorded: nothing to wait for
+			res.Remaining = max(0, res.Limit-res.Used) // none past the limit (exempt sends)
+			if res.Used == 0 && !res.Rule.Window.IsCalendar() {
+				res.Reset = 0 // nothing recorded: nothing frees up (a period still ends)
 			}
 		}
 		out[i] = &c

@@ -653,18 +653,24 @@ func (h *Handler) refund(r *http.Request, id string) { h.refundCounting(r, id, 1
 // refundCounting gives back what id names, admissions admissions (a joined
 // id names several), counted as such in the metrics when given.
 func (h *Handler) refundCounting(r *http.Request, id string, admissions int) {
+	if h.giveBack(r, id) {
+		h.metrics.refunds.Add(float64(admissions))
+	}
+}
+
+// giveBack gives back the admissions of id, timed as a refund, and
+// reports whether the store gave them back.
+func (h *Handler) giveBack(r *http.Request, id string) bool {
 	// The client may be gone; the refund is still owed.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.timeout)
 	start := time.Now()
 	given, err := h.store.Refund(ctx, id)
 	cancel()
 	h.metrics.refund.observe(start, err)
-	switch {
-	case err != nil:
+	if err != nil {
 		h.warns.add(opRefund, err)
-	case given:
-		h.metrics.refunds.Add(float64(admissions))
 	}
+	return given && err == nil
 }
 
 func (h *Handler) setPlaceholders(repl *caddy.Replacer, d *limiter.Decision) {

@@ -147,7 +147,7 @@ func (o *storeOutage) stop(now time.Time) {
 	for _, w := range o.warnings {
 		w.drain()
 	}
-	o.logger.Warn("frequency cap store still failing as its config is replaced: what on_error decided so far; the new config's line covers the rest",
+	o.logger.Warn("frequency cap store still failing as its config is unloaded (a reload or a stop): what on_error decided so far; after a reload, the new config's line covers the rest",
 		zap.String("handler", o.handler),
 		zap.Duration("failed_for", max(0, now.Sub(time.Unix(0, since)))),
 		zap.Int64("on_error_allowed", o.allowed.Swap(0)),

@@ -180,9 +180,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Length", strconv.Itoa(len(consolePage)))
 	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Security-Policy", consoleCSP)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Content-Security-Policy", consoleCSP) // over harden's
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {
 		return nil
@@ -405,7 +403,6 @@ private network, <code>public</code> inside <code>frequency_cap_console</code> s
 	h.Set("Content-Length", strconv.Itoa(len(page)))
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusForbidden)
 	_, err := w.Write(page)
 	return err

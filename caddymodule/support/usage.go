@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -633,10 +632,6 @@ func params(cs *capset.CapSet, raw string) (q *usageQuery, zoneGiven bool, fail 
 			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k, Reason: "missing value for dimension " + k}
 		case vs[0] == "":
 			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Reason: "missing value for " + k}
-		case isDim && !utf8.ValidString(vs[0]):
-			// The gateway refuses such a value (400): nothing is counted
-			// under it to look up or reset.
-			return nil, false, &reply.Failure{Status: http.StatusBadRequest, Dimension: k, Reason: k + " is not UTF-8: the gateway refuses such a value, so nothing is counted under it"}
 		case isDim:
 			// The value the gateway counts under: a keying dimension's
 			// is trimmed (" dave" and "dave\u200b" are dave).

@@ -239,3 +239,26 @@ func TestRefundAfterReleaseIsSpentAgain(t *testing.T) {
 		}
 	})
 }
+
+// A gateway alone on a budget is told exactly what it spent, send after
+// send, whichever block in hand a send takes from: the answer is the
+// newest block's, less every block's unspent units. Taking from a block
+// set aside answered from that block's older answer: a review saw used go
+// 600, 1500, 1800, then back to 1000.
+func TestAnswersFollowWhatWasSpent(t *testing.T) {
+	storeKinds(t, func(t *testing.T, newInner func(func() time.Time) limiter.Store) {
+		c := newClock(t0)
+		g := gateway(t, newInner(c.Now), c, time.Minute)
+		rule := &limiter.Rule{Name: "budget", By: []string{"campaign"}, Limit: 5000, Window: limiter.Window{Unit: limiter.Day}, Lease: 1000}
+		spent := int64(0)
+		for _, cost := range []int64{600, 500, 300, 400, 100} {
+			ch := check(rule, "spring")
+			ch.Cost = cost
+			d := mustDecide(t, g, req(ch))
+			spent += cost
+			if !d.Allowed || d.Results[0].Used != spent || d.Results[0].Remaining != 5000-spent {
+				t.Errorf("after a send of %d: allowed %v, used %d, remaining %d; want %d used", cost, d.Allowed, d.Results[0].Used, d.Results[0].Remaining, spent)
+			}
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -282,19 +283,19 @@ func (s *Store) acquire(ctx context.Context, sec *section, c *limiter.Check, siz
 }
 
 // usableBlock returns the block in hand that may give cost units at now:
-// the current one, else one set aside within its term that sends given
-// back refilled (a refund after a release, which tombed the block: it
-// cannot give them back to the store, so they are spent here or stay
-// counted; a probe lost 1,818 units of a 5,000 day that way). nil when
-// none may; under sec.mu.
+// one set aside within its term that sends given back refilled, first (a
+// refund after a release, which tombed the block: it cannot give them
+// back to the store, so they are spent here before its term ends or stay
+// counted; a probe lost 1,818 units of a 5,000 day that way), else the
+// current one. nil when none may; under sec.mu.
 func (sec *section) usableBlock(now time.Time, cost int64) *block {
-	if sec.cur.usable(now, cost) {
-		return sec.cur
-	}
 	for _, b := range sec.spent {
 		if b.usable(now, cost) {
 			return b
 		}
+	}
+	if sec.cur.usable(now, cost) {
+		return sec.cur
 	}
 	return nil
 }
@@ -304,21 +305,41 @@ func (b *block) usable(now time.Time, cost int64) bool {
 	return b != nil && !b.closed && now.Before(b.deadline) && b.left >= cost
 }
 
-// takeUnits takes c's cost from b at now.
+// takeUnits takes c's cost from b at now; under sec.mu.
 func (b *block) takeUnits(now time.Time, c *limiter.Check) taking {
 	b.left -= c.Cost
-	tk := taking{b: b, take: b.takes, units: c.Cost, res: b.result(now, c.Rule), at: b.at.Add(now.Sub(b.start))}
+	tk := taking{b: b, take: b.takes, units: c.Cost, res: b.sec.result(now, c.Rule, b), at: b.at.Add(now.Sub(b.start))}
 	b.takes++
 	return tk
 }
 
-// result is rule's answer at now from b: the store's answer when b was
-// decided, less what b still holds unspent; Reset counted down on the
-// gateway's clock. Other gateways' sends since are not seen.
-func (b *block) result(now time.Time, rule *limiter.Rule) limiter.Result {
-	used := b.answer.Used - b.left
-	return limiter.Result{Rule: rule, Limit: b.answer.Limit, Used: used, Remaining: max(0, b.answer.Limit-used),
-		Reset: max(0, b.answer.Reset-now.Sub(b.start))}
+// result is rule's answer at now: the store's answer for the newest block
+// in hand (b, or one taken after it), less what every block in hand still
+// holds unspent, which that answer counted; Reset counted down on the
+// gateway's clock. Other gateways' sends since are not seen. An answer of
+// an older block would go back in time: spending a block set aside told
+// 1,000 used after 1,800. Under sec.mu.
+func (sec *section) result(now time.Time, rule *limiter.Rule, b *block) limiter.Result {
+	newest, held := b, int64(0)
+	inHand := func(x *block) {
+		if x == nil || x.closed {
+			return
+		}
+		held += x.left
+		if x.handle > newest.handle { // taken later
+			newest = x
+		}
+	}
+	for _, x := range sec.spent {
+		inHand(x)
+	}
+	inHand(sec.cur)
+	if b != sec.cur && !slices.Contains(sec.spent, b) {
+		inHand(b) // not in hand yet: the block being taken
+	}
+	used := newest.answer.Used - held
+	return limiter.Result{Rule: rule, Limit: newest.answer.Limit, Used: used, Remaining: max(0, newest.answer.Limit-used),
+		Reset: max(0, newest.answer.Reset-now.Sub(newest.start))}
 }
 
 // close ends b's spending at now and returns the units to give back to
