@@ -121,11 +121,17 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		h.logShadows(&reqs[i], d)
 	}
 	tally.add(h)
+	// A refused batch recorded nothing it asked: under reject nothing at
+	// all, under drop what its admitted entries recorded was given back
+	// (they went with denied ones). Its quota fields leave them out.
 	var asked [][]int64 // under reject, what a refused batch's earlier entries asked
 	shown := ds
-	if refused && !bc.drop {
+	if refused {
 		asked = batchAsked(reqs, ds)
 		shown = unrecorded(reqs, ds, asked)
+		if bc.drop {
+			asked = nil // each entry stands alone: none waits on another
+		}
 	}
 	view := h.batchView(shown)
 	setBatchPlaceholders(repl, view, shown)

@@ -128,3 +128,39 @@ func TestConditionGoesWhole(t *testing.T) {
 		}
 	})
 }
+
+// TestDroppedConditionQuotaLeavesItsTopicsOut proves that a batch send
+// left with nothing under drop, its condition's free topic given back,
+// reports that topic's quota without it: a probe was told r_content had
+// nothing left for a topic that had recorded nothing, and its next send
+// of that content passed.
+func TestDroppedConditionQuotaLeavesItsTopicsOut(t *testing.T) {
+	up := startUpstream(t)
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap {
+		key_prefix %s
+		batch drop
+		dimension topic {fcm_topics.message.condition}
+		dimension content {json.message.body}
+		rule per_topic {
+			by     topic
+			limit  3
+			window 1m
+		}
+		rule per_content {
+			by     topic content
+			limit  1
+			window 1m
+		}
+	}
+	reverse_proxy %s`, testPrefix(), up.addr()))
+	for i := range 3 {
+		expectStatus(t, g.post("/", "application/json", fmt.Sprintf(`{"message":{"condition":"'t1' in topics","body":"b%d"}}`, i)), http.StatusOK)
+	}
+	a := g.post("/", "application/json", `{"message":{"condition":"'t1' in topics || 't2' in topics","body":"C"}}`)
+	expectStatus(t, a, http.StatusTooManyRequests)
+	if rl := a.header.Get("RateLimit"); !strings.Contains(rl, `"per_content";r=1`) {
+		t.Errorf("RateLimit %q; want per_content with 1 left: t2 recorded nothing", rl)
+	}
+	expectStatus(t, g.post("/", "application/json", `{"message":{"condition":"'t2' in topics","body":"C"}}`), http.StatusOK)
+}
