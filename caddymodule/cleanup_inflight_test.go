@@ -85,3 +85,18 @@ func TestCleanupWaitsForItsRequests(t *testing.T) {
 		t.Error("the store was not given back once the requests were done")
 	}
 }
+
+// TestDrainBoundSaysWhatItLeaves proves that a store closed at the drain's
+// bound with requests still in flight says so, with how many: their
+// refunds fail, which a probe found logged only as a failing store.
+func TestDrainBoundSaysWhatItLeaves(t *testing.T) {
+	h, logs := observed(t, `{"name": "drained", "key_prefix": "drained:", "dimensions": {"r": "{json.to}"},
+		"rules": [{"name": "r", "by": ["r"], "limit": 3, "window": "1m"}]}`, time.Hour)
+	h.serving.Add(1)
+	defer h.serving.Add(-1)
+	h.releaseWhenServed(time.Now().Add(20 * time.Millisecond))
+	lines := logs.FilterMessageSnippet("closed with requests still in flight").All()
+	if len(lines) != 1 || lines[0].ContextMap()["requests"] != int64(1) {
+		t.Errorf("lines %v; want one warning naming 1 request", logs.All())
+	}
+}

@@ -464,3 +464,40 @@ func TestStoreAnswersAgainLogged(t *testing.T) {
 		})
 	}
 }
+
+// TestOutageLengthSpansReloads proves that the "answers again" line of
+// an outage that reloads cut into parts says how long the store failed
+// in all, from the first failure, whichever config saw it first: a probe's
+// 6.1 s outage across 24 reloads read 0.5 s, the last config's share.
+func TestOutageLengthSpansReloads(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 14, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	for _, tc := range []struct {
+		name        string
+		newFailsAt  float64 // the new config's first failure
+		unloadOldAt float64
+	}{
+		{"the old config unloaded before the new one fails", 3, 2},
+		{"the new config failing before the old one is unloaded", 1.5, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			core, logs := observer.New(zapcore.DebugLevel)
+			name := "reloaded-" + tc.name
+			old := &storeOutage{logger: zap.New(core), handler: name}
+			cur := &storeOutage{logger: zap.New(core), handler: name}
+			old.failed(at(1), OnErrorAllow)
+			if tc.newFailsAt < tc.unloadOldAt {
+				cur.failed(at(tc.newFailsAt), OnErrorAllow)
+				old.stop(at(tc.unloadOldAt))
+			} else {
+				old.stop(at(tc.unloadOldAt))
+				cur.failed(at(tc.newFailsAt), OnErrorAllow)
+			}
+			cur.answered(at(6), at(7))
+			again := logs.FilterMessage("frequency cap store answers again").All()
+			if len(again) != 1 || again[0].ContextMap()["failed_for"] != 6*time.Second {
+				t.Errorf("lines %v; want one saying 6s", logs.All())
+			}
+		})
+	}
+}
