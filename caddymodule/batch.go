@@ -140,7 +140,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		h.logBatchDenial(b, reqs, ds, denied)
 	}
 	if refused {
-		return h.writeBatchDenial(w, r, b, reqs, ds, shown, asked, denied, along)
+		return h.writeBatchDenial(w, r, b, reqs, shown, asked, denied, along) // shown: ds but for the quota fields
 	}
 
 	var ids []string // only refunds need them: most batches make none

@@ -52,12 +52,12 @@ func worstDenied(ds []*limiter.Decision) int {
 // answer (answer gorush) is such a list too: a failed-push log per token.
 // The entries along went with a denied one (batch drop: the other topics
 // of its condition): they are listed as denied by its rule.
-func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *jsonbatch.Batch, reqs []limiter.Request, ds, shown []*limiter.Decision, asked [][]int64, denied []int, along []jsonbatch.Along) error {
+func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *jsonbatch.Batch, reqs []limiter.Request, ds []*limiter.Decision, asked [][]int64, denied []int, along []jsonbatch.Along) error {
 	worst := worstDenied(ds)
 	if asked == nil {
-		asked = make([][]int64, len(ds)) // none under drop: what was admitted was recorded
+		asked = make([][]int64, len(ds)) // under drop each entry stands alone
 	}
-	p := batchProblem{problem: newProblem(h.StatusCode, &reqs[worst], shown[worst], asked[worst])}
+	p := batchProblem{problem: newProblem(h.StatusCode, &reqs[worst], ds[worst], asked[worst])}
 	p.Detail = fmt.Sprintf("%d of %d entries denied; %s", len(denied)+len(along), len(ds), p.Detail)
 	p.Denied = make([]deniedEntry, 0, len(denied)+len(along))
 	entries := make([]answer.DeniedEntry, 0, len(denied)+len(along))
@@ -79,7 +79,7 @@ func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *js
 			e.Value = b.Entries[i].Text
 		}
 		p.Denied = append(p.Denied, e)
-		entries = append(entries, answer.DeniedEntry{Path: e.Path, Message: newProblem(h.StatusCode, &reqs[by[i]], shown[by[i]], asked[by[i]]).Detail})
+		entries = append(entries, answer.DeniedEntry{Path: e.Path, Message: newProblem(h.StatusCode, &reqs[by[i]], d, asked[by[i]]).Detail})
 	}
 	den := answer.Denial{
 		Status: h.StatusCode, Rule: p.Rule, Limit: p.Limit, RetryAfter: p.RetryAfter,
