@@ -102,7 +102,7 @@ func TestGorushAddresses(t *testing.T) {
 			t.Error("the bare topic after the prefixed one was not capped")
 		}
 		// One of its topics alone, as a condition and as a topic.
-		if push(n(`"platform":2,"condition":"!('%s' in topics)","message":"m"`, b)) {
+		if push(n(`"platform":2,"condition":"'%s' in topics && !('%s' in topics)","message":"m"`, b, unique("spared"))) {
 			t.Error("a condition naming one capped topic was not capped")
 		}
 		if push(n(`"platform":2,"topic":%q,"message":"m"`, a)) {
@@ -219,6 +219,32 @@ func TestFCMAddresses(t *testing.T) {
 		}
 		if up.count() == 0 {
 			t.Error("FCM got nothing")
+		}
+	})
+
+	// A condition that holds outside its topics reaches every other
+	// topic's subscribers: with a new made-up topic each time it was an
+	// uncapped broadcast. Every such condition counts as the one
+	// audience "*", under its 4 an hour.
+	t.Run("negated conditions are one audience", func(t *testing.T) {
+		for i := range 4 {
+			cond := fmt.Sprintf(`!('%s' in topics)`, unique("ghost"))
+			if i%2 == 1 {
+				cond = fmt.Sprintf(`'%s' in topics || !('%s' in topics && '%s' in topics)`, unique("a"), unique("b"), unique("c"))
+			}
+			if s := status(msg(`"condition":%q,"notification":{"body":"sale %d"}`, cond, i)); s != http.StatusOK {
+				t.Fatalf("open condition %d: %d", i+1, s)
+			}
+		}
+		a := g.post(send, "application/json", msg(`"condition":"!('%s' in topics)","notification":{"body":"sale 5"}`, unique("ghost")))
+		expectStatus(t, a, http.StatusTooManyRequests)
+		if !strings.Contains(string(a.body), "topic_hour") {
+			t.Errorf("the fifth open condition: %s", a.body)
+		}
+		// A condition that spares everyone outside its topics is still
+		// only its topics' audience.
+		if s := status(msg(`"condition":"'%s' in topics && !('%s' in topics)","notification":{"body":"closed"}`, unique("a"), unique("b"))); s != http.StatusOK {
+			t.Errorf("a closed condition after four open ones: %d", s)
 		}
 	})
 

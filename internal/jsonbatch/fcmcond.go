@@ -64,7 +64,8 @@ const maxConditionDepth = 32
 // names, each once, in the order they first appear: "'a' in topics &&
 // ('b' in topics || 'c' in topics)" names a, b and c. A topic the
 // message spares is left out (see audience): "'a' in topics && !('b' in
-// topics)" is a's alone. The grammar is
+// topics)" is a's alone; a condition that reaches devices outside its
+// topics ("!('b' in topics)") names OpenAudience too. The grammar is
 // FCM's:
 //
 //	cond  = or
@@ -103,14 +104,22 @@ type condNode struct {
 	kids []*condNode
 }
 
+// OpenAudience is the entry that stands for the devices a condition
+// reaches outside every topic it names: "!('x' in topics)" reaches the
+// subscribers of every other topic, so a sender who named a new x each
+// time would reach nearly everyone without any count. Every such
+// condition counts as this one entry, whatever topics it names. No topic
+// name can be "*" (see topicRune), so it is no topic's count.
+const OpenAudience = "*"
+
 // audience returns the topics root names, each once in the order they
 // first appear, but those whose subscribers it spares: a topic whose
 // every mention is a negated conjunct of the whole condition (root is
 // "… && !('t' in topics)", so no subscriber of t gets the message).
 // Any other negation may still reach a topic's subscribers ("!('a' in
-// topics && 'b' in topics)" reaches a's outside b), so it counts. When
-// every topic would be left out, all count: whom such a condition reaches
-// is no topic's audience, and a cap errs towards counting.
+// topics && 'b' in topics)" reaches a's outside b), so it counts. Last
+// comes OpenAudience when the condition holds for a device subscribed to
+// none of its topics (it holds with every topic false).
 func audience(root *condNode) []string {
 	var all []string
 	mentions := map[string]int{}
@@ -146,10 +155,34 @@ func audience(root *condNode) []string {
 			out = append(out, t)
 		}
 	}
-	if len(out) == 0 {
-		return all
+	if holdsOutsideItsTopics(root) {
+		out = append(out, OpenAudience)
 	}
 	return out
+}
+
+// holdsOutsideItsTopics reports whether n holds for a device subscribed
+// to none of the topics it names: n's value with every topic false.
+func holdsOutsideItsTopics(n *condNode) bool {
+	switch n.op {
+	case '!':
+		return !holdsOutsideItsTopics(n.kids[0])
+	case '&':
+		for _, k := range n.kids {
+			if !holdsOutsideItsTopics(k) {
+				return false
+			}
+		}
+		return true
+	case '|':
+		for _, k := range n.kids {
+			if holdsOutsideItsTopics(k) {
+				return true
+			}
+		}
+		return false
+	}
+	return false // a topic
 }
 
 var errEmptyCondition = errors.New("empty topic condition")
