@@ -176,8 +176,12 @@ func newProblem(status int, req *limiter.Request, d *limiter.Decision, asked []i
 // resetIsTime writes X-RateLimit-Reset as the Unix time of the reset (the
 // decision's time plus the wait) for a provider that writes it so
 // (answer.Style.ResetIsTime).
-func setQuotaHeaders(h http.Header, d *limiter.Decision, resetIsTime bool) {
-	results := enforced(d.Results)
+//
+// before are the decisions of the cap sets that admitted the request
+// before this one (see stackedResults): an admission lists their rules
+// too.
+func setQuotaHeaders(h http.Header, d *limiter.Decision, before []*limiter.Decision, resetIsTime bool) {
+	results := stackedResults(d, before)
 	if len(results) == 0 {
 		return
 	}

@@ -135,7 +135,10 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 	}
 	view := h.batchView(shown)
 	setBatchPlaceholders(repl, view, shown)
-	setQuotaHeaders(w.Header(), view, h.style.ResetIsTime)
+	setQuotaHeaders(w.Header(), view, admittedBefore(r), h.style.ResetIsTime)
+	if view.Allowed && !refused {
+		noteAdmitted(r, view)
+	}
 	if len(denied) > 0 {
 		h.logBatchDenial(b, reqs, ds, denied)
 	}

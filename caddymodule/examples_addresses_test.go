@@ -248,6 +248,33 @@ func TestFCMAddresses(t *testing.T) {
 		}
 	})
 
+	// Two cap sets admit a topic message: its quota fields list both
+	// sets' rules. They listed the second set's alone, so the answer to
+	// the fourth message said quota was left, and the fifth was refused.
+	t.Run("quota fields of both cap sets", func(t *testing.T) {
+		topic := unique("both-sets")
+		var a *answer
+		for i := range 4 {
+			a = g.post(send, "application/json", msg(`"topic":%q,"notification":{"body":"q%d"}`, topic, i))
+			expectStatus(t, a, http.StatusOK)
+		}
+		rl := a.header.Get("RateLimit")
+		if !strings.Contains(rl, `"topic_hour";r=0;`) || !strings.Contains(rl, `"token_minute";r=11;`) {
+			t.Errorf("RateLimit of the fourth message: %q", rl)
+		}
+		if p := a.header.Get("RateLimit-Policy"); !strings.HasPrefix(p, `"topic_hour";q=4;w=3600, "token_minute";q=15;w=60`) {
+			t.Errorf("RateLimit-Policy of the fourth message: %q", p)
+		}
+		if got := a.header.Get("X-RateLimit-Remaining"); got != "0" {
+			t.Errorf("X-RateLimit-Remaining of the fourth message: %q, want 0 (topic_hour)", got)
+		}
+		a = g.post(send, "application/json", msg(`"topic":%q,"notification":{"body":"q5"}`, topic))
+		expectStatus(t, a, http.StatusTooManyRequests)
+		if rl := a.header.Get("RateLimit"); !strings.HasPrefix(rl, `"topic_hour";r=0;`) || strings.Contains(rl, "token_minute") {
+			t.Errorf("RateLimit of the refused fifth: %q, want topic_hour's alone", rl)
+		}
+	})
+
 	t.Run("a refused message gives its topic back", func(t *testing.T) {
 		topic := unique("refund")
 		for range 2 {

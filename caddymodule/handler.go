@@ -491,7 +491,10 @@ func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, next caddyhtt
 
 	h.metrics.countDecision(d, h.DryRun, req.Exempt)
 	h.setPlaceholders(repl, d)
-	setQuotaHeaders(w.Header(), d, h.style.ResetIsTime)
+	setQuotaHeaders(w.Header(), d, admittedBefore(r), h.style.ResetIsTime)
+	if d.Allowed {
+		noteAdmitted(r, d)
+	}
 	h.logShadows(req, d)
 	if !d.Allowed {
 		h.logDenial(req, d)

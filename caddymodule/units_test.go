@@ -128,7 +128,7 @@ func TestQuotaHeaders(t *testing.T) {
 		{Rule: day, Limit: 50, Remaining: 3, Reset: 3 * time.Hour},
 	}}
 	h := http.Header{}
-	setQuotaHeaders(h, d, false)
+	setQuotaHeaders(h, d, nil, false)
 	want := map[string]string{
 		"RateLimit-Policy":      `"minute";q=15;w=60, "day";q=50;w=86400`,
 		"RateLimit":             `"minute";r=3;t=42, "day";r=3;t=10800`,
