@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -116,24 +117,24 @@ func checkBodyPaths(expr string) error {
 }
 
 // constantPrefixes are the placeholders whose value is the same for
-// every request: the environment, the host, the process.
-var constantPrefixes = []string{"env.", "$", "system.", "caddy.", "file."}
+// every request: the environment, the host, the process, and the time
+// coarser than everNew's ({time.now.year}: one count a year).
+var constantPrefixes = []string{"env.", "$", "system.", "caddy.", "file.", "time."}
 
 // everNew are the placeholders new at every request (the time to the
 // second or finer, the request's id and how long it has taken): a
 // dimension that reads one is a count of its own for every send, so its
 // rules would cap nothing.
-var everNew = []string{"{time.now}", "{time.now.unix}", "{time.now.unix_ms}", "{time.now.http}", "{time.now.common_log}", "{http.request.uuid}", "{http.request.duration}", "{http.request.duration_ms}"}
+var everNew = []string{"time.now", "time.now.unix", "time.now.unix_ms", "time.now.http", "time.now.common_log", "http.request.uuid", "http.request.duration", "http.request.duration_ms"}
 
-// readsRequest reports whether expr reads anything of a request: a
-// placeholder other than the constant ones. (A placeholder of Caddy's
-// map or vars directives reads the request through them, whatever its
-// name.)
-func readsRequest(expr string) bool {
+// innerNames returns the names of expr's placeholders, a {lower.…}
+// one's as the name inside it (it is new, or constant, as that is).
+func innerNames(expr string) []string {
+	var names []string
 	for rest := expr; ; {
 		i := strings.IndexByte(rest, '{')
 		if i < 0 {
-			return false
+			return names
 		}
 		if i > 0 && rest[i-1] == '\\' {
 			rest = rest[i+1:]
@@ -141,9 +142,20 @@ func readsRequest(expr string) bool {
 		}
 		end := strings.IndexByte(rest[i:], '}')
 		if end < 0 {
-			return false
+			return names
 		}
 		name, _ := cutLower(rest[i+1 : i+end])
+		names = append(names, name)
+		rest = rest[i+end:]
+	}
+}
+
+// readsRequest reports whether expr reads anything of a request: a
+// placeholder other than the constant ones. (A placeholder of Caddy's
+// map or vars directives reads the request through them, whatever its
+// name.)
+func readsRequest(expr string) bool {
+	for _, name := range innerNames(expr) {
 		constant := false
 		for _, p := range constantPrefixes {
 			constant = constant || strings.HasPrefix(name, p)
@@ -151,8 +163,8 @@ func readsRequest(expr string) bool {
 		if !constant {
 			return true
 		}
-		rest = rest[i+end:]
 	}
+	return false
 }
 
 // checkDimension checks one expression of a dimension (a whole one, or
@@ -164,15 +176,15 @@ func checkDimension(name, expr string) error {
 	if err := checkBraces(expr); err != nil {
 		return fmt.Errorf("dimension %s: %w", name, err)
 	}
+	for _, p := range innerNames(expr) {
+		if slices.Contains(everNew, p) {
+			return fmt.Errorf("dimension %s: %q reads {%s}, new at every request, so no two sends would share a count and its rules would cap nothing", name, expr, p)
+		}
+	}
 	if !readsRequest(expr) {
 		return fmt.Errorf("dimension %s: %q reads nothing of the request, so every send would share one count; "+
 			"name a request placeholder such as {json.to} or {http.request.header.X-User}, "+
 			"or, for one count over every send, write a rule without by", name, expr)
-	}
-	for _, p := range everNew {
-		if strings.Contains(expr, p) {
-			return fmt.Errorf("dimension %s: %q reads %s, new at every request, so no two sends would share a count and its rules would cap nothing", name, expr, p)
-		}
 	}
 	return nil
 }
