@@ -33,6 +33,9 @@ func parseConsoleCaddyfile(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValue,
 	if err != nil {
 		return nil, err
 	}
+	if exact := exactPath(matcherSet); exact != "" {
+		return nil, h.Errf("frequency_cap_console %s: the console serves its page there and its API under %s/api/, which an exact path does not match (the page's requests would go on to the next handler, an upstream); write %s/*", exact, exact, exact)
+	}
 	c := new(Console)
 	if err := c.UnmarshalCaddyfile(h.Dispenser); err != nil {
 		return nil, err
@@ -50,6 +53,21 @@ func parseConsoleCaddyfile(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValue,
 		routes = append(routes, h.NewRoute(caddy.ModuleMap{"path": raw}, redirect)...)
 	}
 	return routes, nil
+}
+
+// exactPath is the first path of a matcher set's path matcher that has no
+// wildcard: it matches the page alone, not the console's API beneath it.
+func exactPath(set caddy.ModuleMap) string {
+	var paths []string
+	if raw, ok := set["path"]; !ok || json.Unmarshal(raw, &paths) != nil {
+		return ""
+	}
+	for _, p := range paths {
+		if !strings.Contains(p, "*") {
+			return strings.TrimSuffix(p, "/")
+		}
+	}
+	return ""
 }
 
 // mountOf is the prefix of a matcher set that is one path prefix and

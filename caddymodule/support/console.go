@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/capset"
 	"github.com/freqcap/caddy-freqcap/caddymodule/internal/reply"
@@ -120,12 +121,20 @@ func (c *Console) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// Validate checks the names in CapSets.
+// Validate checks the names in CapSets, and UserHeader: a field name no
+// request can carry would answer every request 403, and beside Public it
+// would never be read.
 func (c *Console) Validate() error {
 	for _, name := range c.CapSets {
 		if !limiter.ValidDimensionName(name) {
 			return fmt.Errorf("frequency_cap_console: cap_sets: invalid name %q (a letter or '_', then letters, digits, '_', '.', '-')", name)
 		}
+	}
+	if c.UserHeader != "" && !httpguts.ValidHeaderFieldName(c.UserHeader) {
+		return fmt.Errorf("frequency_cap_console: user_header %q is no header field name (letters, digits and !#$%%&'*+-.^_`|~), so no request would carry it", c.UserHeader)
+	}
+	if c.UserHeader != "" && c.Public {
+		return errors.New("frequency_cap_console: public serves every request, so user_header would never be read; remove one of them")
 	}
 	return nil
 }
