@@ -7,11 +7,13 @@ package h2scheme
 import (
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/dustin/go-humanize"
+	"go.uber.org/zap"
 
 	"github.com/freqcap/caddy-freqcap/internal/h2scheme"
 )
@@ -48,6 +50,18 @@ type Wrapper struct {
 	// sizes between. Default: 32 KiB + 320 bytes, twice Caddy's default
 	// max_header_size of 16 KiB.
 	MaxHeaderBytes int `json:"max_header_bytes,omitempty"`
+
+	logger *zap.Logger
+	// warnedTLS: a connection showed the wrapper placed before tls
+	// (logged once).
+	warnedTLS *atomic.Bool
+}
+
+// Provision takes the logger for the warning of a wrapper placed before
+// tls.
+func (w *Wrapper) Provision(ctx caddy.Context) error {
+	w.logger, w.warnedTLS = ctx.Logger(), new(atomic.Bool)
+	return nil
 }
 
 // CaddyModule returns the Caddy module information.
@@ -63,8 +77,8 @@ func (w *Wrapper) Validate() error {
 	if w.HandshakeTimeout < 0 {
 		return fmt.Errorf("h2_scheme: handshake_timeout must not be negative")
 	}
-	if w.MaxHeaderBytes < 0 {
-		return fmt.Errorf("h2_scheme: max_header_bytes must not be negative")
+	if w.MaxHeaderBytes < 0 || w.MaxHeaderBytes > 1<<30 {
+		return fmt.Errorf("h2_scheme: max_header_bytes %d is not a size between 1 B and 1 GiB (0: the default)", w.MaxHeaderBytes)
 	}
 	return nil
 }
@@ -74,7 +88,18 @@ func (w *Wrapper) WrapListener(ln net.Listener) net.Listener {
 	return &h2scheme.Listener{Listener: ln, Options: h2scheme.Options{
 		HandshakeTimeout:  time.Duration(w.HandshakeTimeout),
 		MaxHeaderListSize: w.MaxHeaderBytes,
+		SeesTLS:           w.seesTLS,
 	}}
+}
+
+// seesTLS warns, once, that the wrapper is placed before tls: Caddy
+// accepts the order, and the wrapper then lets every request it exists for
+// be refused.
+func (w *Wrapper) seesTLS() {
+	if w.warnedTLS != nil && w.warnedTLS.CompareAndSwap(false, true) {
+		w.logger.Warn("h2_scheme sees TLS handshakes, so it is placed before tls in listener_wrappers and fixes nothing: " +
+			"remove tls from the list (Caddy puts it first) or write it before h2_scheme")
+	}
 }
 
 // UnmarshalCaddyfile reads:
@@ -121,6 +146,7 @@ func (w *Wrapper) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // Interface guards
 var (
 	_ caddy.ListenerWrapper = (*Wrapper)(nil)
+	_ caddy.Provisioner     = (*Wrapper)(nil)
 	_ caddy.Validator       = (*Wrapper)(nil)
 	_ caddyfile.Unmarshaler = (*Wrapper)(nil)
 )

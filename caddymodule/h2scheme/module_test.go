@@ -164,3 +164,22 @@ func TestSchemeWithColonThroughCaddy(t *testing.T) {
 		t.Errorf("the upstream saw %d of %d requests marked as TLS", got, sent)
 	}
 }
+
+// TestValidateBounds: a JSON config is held to the Caddyfile's bounds (a
+// max_header_bytes past 1 GiB validated, though the Caddyfile refuses it).
+func TestValidateBounds(t *testing.T) {
+	for _, tc := range []struct {
+		w  Wrapper
+		ok bool
+	}{
+		{Wrapper{}, true},
+		{Wrapper{MaxHeaderBytes: 1 << 30}, true},
+		{Wrapper{MaxHeaderBytes: 1<<30 + 1}, false},
+		{Wrapper{MaxHeaderBytes: -1}, false},
+		{Wrapper{HandshakeTimeout: -1}, false},
+	} {
+		if err := tc.w.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%+v: %v", tc.w, err)
+		}
+	}
+}

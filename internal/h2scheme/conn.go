@@ -33,7 +33,18 @@ type Options struct {
 	// (431). The wrapper holds a block whole before the server sees it, so
 	// this is what one connection may make it hold.
 	MaxHeaderListSize int
+
+	// SeesTLS, when set, is called when a connection that is no
+	// *tls.Conn opens with a TLS handshake record: the wrapper sits
+	// before the TLS listener (listener_wrappers { h2_scheme tls }), sees
+	// encrypted bytes, and so fixes nothing. The connection passes
+	// untouched either way.
+	SeesTLS func()
 }
+
+// tlsHandshakeRecord is the first byte of a TLS handshake record (a
+// ClientHello): no HTTP/1 method and not the HTTP/2 preface's "P".
+const tlsHandshakeRecord = 0x16
 
 // DefaultMaxHeaderListSize is twice Caddy's default max_header_size (16
 // KiB, which its HTTP/2 server takes as its header-list limit, plus 32
@@ -226,6 +237,9 @@ func (c *Conn) readPreface() error {
 	n, err := c.br.Read(buf[:len(clientPreface)-c.preface])
 	c.out = append(c.out, buf[:n]...)
 	if !bytes.Equal(buf[:n], []byte(clientPreface[c.preface:c.preface+n])) {
+		if c.tls == nil && c.preface == 0 && n > 0 && buf[0] == tlsHandshakeRecord && c.opts.SeesTLS != nil {
+			c.opts.SeesTLS()
+		}
 		if c.tls != nil && c.tls.ConnectionState().NegotiatedProtocol == "h2" {
 			// Go's server speaks HTTP/2 alone where ALPN chose it, and
 			// ends a connection that does not: a wrapped connection,
