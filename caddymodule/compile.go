@@ -213,7 +213,9 @@ func compileRule(rc *RuleConfig) (compiledRule, error) {
 	if err := checkLease(rc); err != nil {
 		return compiledRule{}, fmt.Errorf("rule %s: %w", rc.Name, err)
 	}
-	if w := time.Duration(rc.Window); w != 0 && (w < time.Millisecond || w%time.Millisecond != 0) {
+	if w := time.Duration(rc.Window); w < 0 {
+		return compiledRule{}, fmt.Errorf("rule %s: window %s is negative; write a duration such as \"1h\"", rc.Name, w)
+	} else if w != 0 && (w < time.Millisecond || w%time.Millisecond != 0) {
 		// A number in a JSON config is nanoseconds: an hour meant in
 		// milliseconds (3600000) would be a 3.6ms window, capping nothing.
 		return compiledRule{}, fmt.Errorf("rule %s: window %s is not a whole number of milliseconds, the unit records are kept in; "+

@@ -97,6 +97,7 @@ func TestProvisionErrors(t *testing.T) {
 		{"json: exempt without braces", `{` + dims + `, "exempt": {"placeholder": "json.priority", "values": ["otp"]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `exempt "json.priority" is not a placeholder such as {json.priority}`},
 		{"json: skip on a constant", `{` + dims + `, "skip": {"placeholder": "true", "values": ["true"]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `skip "true" is not a placeholder such as {json.validate_only}`},
 		{"skip on a wildcard", `{"dimensions": {"r": "{json.*.to}"}, "skip": {"placeholder": "{json.*.validate_only}", "values": ["true"]}, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": "1m"}]}`, `skip "{json.*.validate_only}" reads a wildcard path`},
+		{"json: a negative window", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": -60000000000}]}`, `rule x: window -1m0s is negative`},
 		{"json: a window in milliseconds", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": 3600000}]}`, `rule x: window 3.6ms is not a whole number of milliseconds`},
 		{"json: a window in seconds", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 1, "window": 86400}]}`, `in a JSON config, a bare number is nanoseconds`},
 		{"lease with a per-request zone", `{` + dims + `, "rules": [{"name": "x", "by": ["r"], "limit": 10000, "lease": 1000, "calendar": "day", "zone": "{json.tz}", "fallback_zone": "UTC"}]}`, "rule x: lease needs a fixed zone, not the per-request zone {json.tz}"},

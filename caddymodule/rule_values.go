@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -29,6 +30,11 @@ func (cr *compiledRule) costOf(s, where string) (int64, *reply.Failure) {
 // else the rule's fallback (given is then false), else a 400.
 func (cr *compiledRule) limitOf(s, where string) (limit int64, given bool, fail *reply.Failure) {
 	n, err := strconv.ParseInt(s, 10, 64)
+	if errors.Is(err, strconv.ErrRange) && n > 0 {
+		// Past int64: past MaxLimit too, as the docs promise, not the
+		// fallback (a tier of "unlimited" written as a long number).
+		n, err = limiter.MaxLimit, nil
+	}
 	switch {
 	case err == nil && n > 0:
 		return min(n, limiter.MaxLimit), true, nil

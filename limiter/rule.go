@@ -153,7 +153,7 @@ func CheckName(s string) error {
 	if namePattern.MatchString(s) {
 		return nil
 	}
-	return fmt.Errorf("%q: invalid name (a letter or '_', then letters, digits, '_', '.', '-')", s)
+	return fmt.Errorf("%q: invalid name (a letter or '_', then letters, digits, '_', '.', '-'; at most 64 bytes)", s)
 }
 
 // CheckDimensions checks a rule's dimension list (By): at least one, each a

@@ -124,7 +124,7 @@ func (c *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			for _, name := range c.CapSets {
 				if !limiter.ValidDimensionName(name) {
-					return d.Errf("cap_sets: invalid name %q (a letter or '_', then letters, digits, '_', '.', '-')", name)
+					return d.Errf("cap_sets: invalid name %q (a letter or '_', then letters, digits, '_', '.', '-'; at most 64 bytes)", name)
 				}
 			}
 		case "read_only":

@@ -127,7 +127,7 @@ func (c *Console) Provision(ctx caddy.Context) error {
 func (c *Console) Validate() error {
 	for _, name := range c.CapSets {
 		if !limiter.ValidDimensionName(name) {
-			return fmt.Errorf("frequency_cap_console: cap_sets: invalid name %q (a letter or '_', then letters, digits, '_', '.', '-')", name)
+			return fmt.Errorf("frequency_cap_console: cap_sets: invalid name %q (a letter or '_', then letters, digits, '_', '.', '-'; at most 64 bytes)", name)
 		}
 	}
 	if c.UserHeader != "" && !httpguts.ValidHeaderFieldName(c.UserHeader) {
