@@ -328,7 +328,8 @@ func TestFCMAddresses(t *testing.T) {
 
 // TestExpoAddresses runs examples/expo-push: a recipient is one address
 // whether "to" is a string or an array: 15 through one form, the 16th
-// through the other is dropped.
+// through the other is dropped, and through the path with a trailing
+// slash too.
 func TestExpoAddresses(t *testing.T) {
 	up := startUpstream(t)
 	g := startExample(t, "../examples/expo-push/Caddyfile", up)
@@ -349,5 +350,12 @@ func TestExpoAddresses(t *testing.T) {
 		if up.count() != n || !strings.Contains(string(a.body), "MessageRateExceeded") {
 			t.Errorf("the 16th through %T reached Expo: %d %s", to, a.status, a.body)
 		}
+	}
+	// The send path with a trailing slash, which a router that ignores
+	// one serves as the send, is capped too: it passed uncapped.
+	body, _ := json.Marshal(map[string]any{"to": r, "body": "slash"})
+	a := g.post(send+"/", "application/json", string(body))
+	if up.count() != n || !strings.Contains(string(a.body), "MessageRateExceeded") {
+		t.Errorf("the 16th to %s/ reached Expo: %d %s", send, a.status, a.body)
 	}
 }
