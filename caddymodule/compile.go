@@ -401,6 +401,11 @@ func checkMatchPlaceholder(what, expr string) error {
 	if err := checkPlaceholder(what, expr); err != nil {
 		return err
 	}
+	if t := strings.TrimSpace(expr); t != expr {
+		// A value is compared as read, white space and all: a quoted
+		// "{json.v} " matches only a value that ends in a space.
+		return fmt.Errorf("%s %q has white space around its placeholder, so only values carrying it too would match; write %q", what, expr, t)
+	}
 	if p, err := wildcardPath(expr); what == "skip" && (err != nil || p != nil) {
 		return fmt.Errorf("skip %q reads a wildcard path, but a skip is the whole request's and reads one value; name one field, such as {json.validate_only}", expr)
 	}
