@@ -58,7 +58,11 @@ func (h *Handler) writeBatchDenial(w http.ResponseWriter, r *http.Request, b *js
 		asked = make([][]int64, len(ds)) // under drop each entry stands alone
 	}
 	p := batchProblem{problem: newProblem(h.StatusCode, &reqs[worst], ds[worst], asked[worst])}
-	p.Detail = fmt.Sprintf("%d of %d entries denied; %s", len(denied)+len(along), len(ds), p.Detail)
+	if len(ds) > 1 {
+		// A message of one entry (one FCM topic) is no batch to its
+		// sender: its detail is the rule's alone.
+		p.Detail = fmt.Sprintf("%d of %d entries denied; %s", len(denied)+len(along), len(ds), p.Detail)
+	}
 	p.Denied = make([]deniedEntry, 0, len(denied)+len(along))
 	entries := make([]answer.DeniedEntry, 0, len(denied)+len(along))
 	by := make(map[int]int, len(denied)+len(along)) // entry -> the denied entry whose answer it takes
