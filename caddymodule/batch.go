@@ -69,10 +69,6 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 		mode = limiter.BatchEach
 	}
 	ds, err := h.decideBatch(r.Context(), reqs, quiet, mode)
-	if err == errSenderGone {
-		undecided(repl)
-		return senderGone(w)
-	}
 	if err != nil {
 		for i := range reqs {
 			h.metrics.countFailure(&reqs[i])
@@ -301,7 +297,7 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 	if status == 0 && err == nil {
 		status = http.StatusOK
 	}
-	if len(h.refundOn) > 0 && (err != nil || matchesAny(h.refundOn, status)) && !hungUp(r) {
+	if len(h.refundOn) > 0 && (err != nil || matchesAny(h.refundOn, status)) && !cutOff(r) {
 		if refunds && err != nil && status == 0 {
 			// Caddy answers the error on w, its quota fields still on.
 			dropOwnQuota(w.Header(), own)

@@ -74,9 +74,6 @@ func (h *Handler) decideBatch(ctx context.Context, reqs []limiter.Request, quiet
 func (h *Handler) storeDecideBatch(ctx context.Context, reqs []limiter.Request, mode limiter.BatchMode) ([]*limiter.Decision, error) {
 	start := time.Now()
 	got, err := h.store.DecideBatch(ctx, reqs, mode)
-	if err != nil && gaveUp(ctx) {
-		return nil, errSenderGone
-	}
 	h.metrics.decide.observe(start, err)
 	if err != nil {
 		h.outage.failed(time.Now(), h.OnError) // once per request, as for a single send

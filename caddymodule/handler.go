@@ -407,6 +407,8 @@ func (h *Handler) Cleanup() error {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	h.serving.Add(1)
 	defer h.serving.Add(-1)
+	r, release := passedOn(r)
+	defer release()
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if h.lowers {
 		repl.Map(lowerProvider(repl))
@@ -475,10 +477,6 @@ func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, next caddyhtt
 	}
 
 	d, err := h.decide(r.Context(), req, quiet)
-	if err == errSenderGone {
-		undecided(repl)
-		return senderGone(w)
-	}
 	if err != nil {
 		h.metrics.countFailure(req)
 		h.warns.add(opDecide, err)
@@ -635,13 +633,14 @@ func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next c
 	if status == 0 && err == nil {
 		status = http.StatusOK
 	}
-	noAnswer := err != nil && (body == nil || !body.brokeOff.Load())
-	if noAnswer && rec.status == 0 {
+	// An answer whose status went out is given back by its status alone.
+	noAnswer := err != nil && rec.status == 0 && (body == nil || !body.brokeOff.Load())
+	if noAnswer {
 		// Caddy answers the error (a 502) on w, its quota fields still
 		// on: none came from an upstream.
 		dropOwnQuota(w.Header(), rec.own)
 	}
-	if (noAnswer || matchesAny(h.refundOn, status)) && !hungUp(r) {
+	if (noAnswer || matchesAny(h.refundOn, status)) && !cutOff(r) {
 		h.refund(r, d.ID())
 	}
 	return err

@@ -42,9 +42,6 @@ func (h *Handler) decide(ctx context.Context, req *limiter.Request, quiet []quie
 		} else {
 			d, err = h.store.Decide(ctx, req)
 		}
-		if err != nil && gaveUp(ctx) {
-			return nil, errSenderGone
-		}
 		op := h.metrics.decide
 		if refused {
 			op = h.metrics.usage // read, not decided: a quiet rule refused it

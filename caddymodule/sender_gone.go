@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
+	"time"
 )
 
 // This file is what a sender that goes away, or an answer that breaks off,
-// does to a decision and a refund.
+// does to a send and a refund.
 
 // refundIfAborted, deferred around the next handler, refunds when it
 // panics after writing a status that refund_on names, then lets the panic
@@ -16,33 +18,49 @@ import (
 // status all the same.
 func (h *Handler) refundIfAborted(r *http.Request, status func() int, refund func()) {
 	if p := recover(); p != nil {
-		if s := status(); s != 0 && matchesAny(h.refundOn, s) && !hungUp(r) {
+		if s := status(); s != 0 && matchesAny(h.refundOn, s) && !cutOff(r) {
 			refund()
 		}
 		panic(p)
 	}
 }
 
-// hungUp reports whether the sender went away before its answer: its send
-// stays counted, whatever the proxy then made of it (reverse_proxy writes
-// 499, which refund_on 4xx would match), since the upstream may have the
-// message and send it; a refund would let a sender pass a cap by hanging
-// up.
-func hungUp(r *http.Request) bool { return gaveUp(r.Context()) }
+// hangUpGrace is how long an admitted send's upstream call may go on once
+// its sender has hung up: the gateway has the whole request (or passes on
+// what the sender streams), so the send goes on as if the sender waited
+// for its answer, and is counted, refunded or not as its answer says. A
+// fire-and-forget sender that closes right after its request had it
+// counted and, half the time, never delivered: reverse_proxy gave up on
+// it, having found the sender gone. The bound keeps a hung upstream from
+// holding the call for ever, which the sender's going away used to end.
+const hangUpGrace = 30 * time.Second
 
-// gaveUp reports whether a request's context ended because its sender went
-// away (the connection closed, an HTTP/2 stream reset).
-func gaveUp(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Canceled) }
+// passedOn returns r with a context that its sender's going away ends
+// only hangUpGrace later (see hangUpGrace), for deciding and passing on,
+// and the func that releases it once the request is served.
+func passedOn(r *http.Request) (*http.Request, func()) { return passedOnWithin(r, hangUpGrace) }
 
-// errSenderGone is a decision not made because its sender went away while
-// the store decided: no store failure (no error counted or logged, no
-// local decision), and nothing passes on.
-var errSenderGone = errors.New("frequency cap: the sender went away while the store decided")
-
-// senderGone answers a request whose sender went away before its decision
-// with 499, the status reverse_proxy gives one gone before its answer, for
-// the access log: no one reads it.
-func senderGone(w http.ResponseWriter) error {
-	w.WriteHeader(499)
-	return nil
+// passedOnWithin is passedOn with the grace given.
+func passedOnWithin(r *http.Request, grace time.Duration) (*http.Request, func()) {
+	sender := r.Context()
+	ctx, cut := context.WithCancel(context.WithoutCancel(sender))
+	var timer atomic.Pointer[time.Timer]
+	stop := context.AfterFunc(sender, func() {
+		timer.Store(time.AfterFunc(grace, cut))
+	})
+	return r.WithContext(ctx), func() {
+		if !stop() {
+			if t := timer.Load(); t != nil {
+				t.Stop()
+			}
+		}
+		cut()
+	}
 }
+
+// cutOff reports whether the call to the upstream was cut off: its sender
+// went away more than hangUpGrace before its answer. Its send stays
+// counted, whatever the proxy then made of it (reverse_proxy writes 499,
+// which refund_on 4xx would match), since the upstream may have the
+// message and send it.
+func cutOff(r *http.Request) bool { return errors.Is(r.Context().Err(), context.Canceled) }

@@ -1,30 +1,40 @@
 package caddymodule_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/freqcap/caddy-freqcap/internal/redistest"
 )
 
-// TestSenderGoneIsNoStoreFailure proves that a sender who hangs up while
-// the store decides (here: the whole request sent, then its side of the
-// connection closed, which ends the request's context once the gateway has
-// read the body for {json.to}) is no store
-// failure: no store error counted (the metric the monitoring example pages
-// on), and no local decision under on_error local. A probe so raised the store errors by 34 in 40 sends, with Redis well,
-// and logged the store failing.
-func TestSenderGoneIsNoStoreFailure(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+// TestSenderGoneStillSent proves that a sender who sends its whole
+// request and hangs up at once (its side of the connection closed, which
+// ends the request's context once the gateway has read the body for
+// {json.to}) has its send decided, counted and delivered, as if it had
+// waited: a probe's fire-and-forget sender had 20 of 20 counted and 8
+// delivered (reverse_proxy gave up on a sender gone), and one that hung up
+// while Redis decided had it recorded, undelivered and in no metric. Nor
+// is it a store failure: no store error counted (the metric the
+// monitoring example pages on), and no local decision under on_error
+// local (a probe so raised the store errors by 34 in 40 sends).
+func TestSenderGoneStillSent(t *testing.T) {
+	var delivered atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		delivered.Add(1)
+	}))
 	defer up.Close()
 	redisLine := "redis {\n\t\t\turl " + redistest.URL(t) + "\n\t\t\ttimeout 2s\n\t\t}"
 	g := startGateway(t, capBlock("/send", redisLine, "name gone", "on_error local", "dimension recipient {json.to}", ruleBlock("two", "recipient", 1000))+
 		"\treverse_proxy "+strings.TrimPrefix(up.URL, "http://"))
 	before, _ := scrape(t)
-	for i := 0; i < 40; i++ {
+	const sends = 40
+	for i := 0; i < sends; i++ {
 		c := dialRaw(t, g)
 		c.head("/send", "Content-Type: application/json", "Content-Length: 12")
 		c.write(`{"to":"fay"}`)
@@ -34,10 +44,16 @@ func TestSenderGoneIsNoStoreFailure(t *testing.T) {
 		c.Read(b[:]) // whatever comes, until the gateway closes
 		c.Close()
 	}
+	for deadline := time.Now().Add(5 * time.Second); delivered.Load() < sends && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	after, _ := scrape(t)
 	for _, s := range []string{storeErrors("gone", "decide"), series("caddy_frequency_cap_decisions_by_store_total", "handler", "gone", "store", "local")} {
 		if d := after[s] - before[s]; d != 0 {
-			t.Errorf("%s rose by %v over 40 sends whose senders went away", s, d)
+			t.Errorf("%s rose by %v over %d sends whose senders went away", s, d, sends)
 		}
+	}
+	if got := usageOf(t, "gone", "recipient=fay")["two"].Used; got != sends || delivered.Load() != sends {
+		t.Errorf("%d delivered, %d counted, want %d both", delivered.Load(), got, sends)
 	}
 }
