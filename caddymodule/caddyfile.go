@@ -150,7 +150,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "redis":
 			err = h.unmarshalRedis(d)
 		case "key_prefix":
-			if h.KeyPrefix, err = oneArg(d); err == nil {
+			if h.KeyPrefix, err = oneArg(d); err == nil && h.KeyPrefix == "" {
+				// JSON's "" is the field left out, the default: written
+				// here it would read as no prefix and be the default.
+				err = d.Err(`key_prefix "" is empty, which means the default "freqcap:"; leave key_prefix out for it, or give a prefix`)
+			} else if err == nil {
 				err = wrapLine(d, "key_prefix %w", limiter.CheckPrefix(h.KeyPrefix))
 			}
 		case "on_error":
@@ -306,6 +310,9 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 		if d.NextArg() {
 			return d.ArgErr()
 		}
+		if err := checkRedisURL(d, rc.URL); err != nil {
+			return err
+		}
 	}
 	seen := map[string]bool{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
@@ -320,7 +327,9 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 			if rc.URL != "" {
 				return d.Err("redis url already specified")
 			}
-			rc.URL, err = oneArg(d)
+			if rc.URL, err = oneArg(d); err == nil {
+				err = checkRedisURL(d, rc.URL)
+			}
 		case "address":
 			rc.Addresses = d.RemainingArgs()
 			if len(rc.Addresses) == 0 {
@@ -361,7 +370,7 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 		case "dial_timeout":
 			rc.DialTimeout, err = redisTimeoutArg(d, sub)
 		case "pool_size":
-			rc.PoolSize, err = intArg(d, "redis pool_size", 1)
+			rc.PoolSize, err = poolSizeArg(d)
 		case "script_only":
 			rc.ScriptOnly, err = true, noArgs(d)
 		case "native_write":
@@ -378,17 +387,13 @@ func (h *Handler) unmarshalRedis(d *caddyfile.Dispenser) error {
 	if rc.URL == "" && len(rc.Addresses) == 0 {
 		return d.Err("redis needs a URL or an address")
 	}
-	if rc.URL != "" && !isPlaceholder(rc.URL) {
-		if err := redisstore.CheckURL(rc.URL); err != nil {
-			return d.Errf("redis url %v", err)
-		}
-	}
 	if rc.URL != "" && (len(rc.Addresses) > 0 || rc.Cluster || rc.SentinelMaster != "") {
 		return d.Err("redis url cannot be combined with address, cluster or sentinel_master")
 	}
 	if rc.URL != "" && !isPlaceholder(rc.URL) && !isPlaceholder(rc.Username) && !isPlaceholder(rc.Password) {
-		// username, password and db fill in what the url leaves out.
-		c := redisstore.Config{URL: rc.URL, Username: rc.Username, Password: rc.Password, DB: rc.DB}
+		// username, password and db fill in what the url leaves out;
+		// they and pool_size must not say otherwise than it.
+		c := redisstore.Config{URL: rc.URL, Username: rc.Username, Password: rc.Password, DB: rc.DB, PoolSize: rc.PoolSize}
 		if _, err := c.URLOptions(); err != nil {
 			return d.Errf("%v", err)
 		}
@@ -801,15 +806,51 @@ func intArg(d *caddyfile.Dispenser, what string, least int) (int, error) {
 }
 
 // redisTimeoutArg reads the redis block's timeout or dial_timeout (sub),
-// refusing one too short for any call to finish.
+// refusing one too short for any call to finish. 0 is refused too: in JSON
+// it is the field left out, but written in a Caddyfile it would silently
+// be the default, however short it reads.
 func redisTimeoutArg(d *caddyfile.Dispenser, sub string) (caddy.Duration, error) {
 	t, err := durationArg(d, "redis "+sub)
-	if err == nil {
+	switch {
+	case err != nil:
+	case t == 0:
+		err = d.Errf("redis %s 0s is under 1ms, too short for any call to Redis to finish: leave %s out for its default", sub, sub)
+	default:
 		if err = redisstore.CheckTimeout(sub, time.Duration(t)); err != nil {
 			err = d.Errf("%v", err)
 		}
 	}
 	return t, err
+}
+
+// poolSizeArg reads the redis block's pool_size, held to what
+// redisstore.CheckPoolSize allows.
+func poolSizeArg(d *caddyfile.Dispenser) (int, error) {
+	s, err := oneArg(d)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, d.Errf("redis pool_size %q is not an integer", s)
+	}
+	if err := redisstore.CheckPoolSize(n); err != nil {
+		return 0, d.Errf("redis %v", err)
+	}
+	return n, nil
+}
+
+// checkRedisURL checks a redis url where the Caddyfile gives it, so the
+// error names its line. One with placeholders is checked when it loads,
+// once they are replaced.
+func checkRedisURL(d *caddyfile.Dispenser, raw string) error {
+	if isPlaceholder(raw) {
+		return nil
+	}
+	if err := redisstore.CheckURL(raw); err != nil {
+		return d.Errf("redis url %v", err)
+	}
+	return nil
 }
 
 func durationArg(d *caddyfile.Dispenser, what string) (caddy.Duration, error) {

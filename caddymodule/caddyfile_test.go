@@ -290,6 +290,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"policy: divisor on deny", "frequency_cap {\n\ton_error deny 3" + valid + "\n}", "wrong argument count", 2},
 		{"skip without value", "frequency_cap {\n\tskip {json.validate_only}" + valid + "\n}", "skip needs a placeholder and at least one value", 2},
 		{"skip not a placeholder", "frequency_cap {\n\tskip validate_only true" + valid + "\n}", `skip "validate_only" is not a placeholder`, 2},
+		{"an empty key_prefix", "frequency_cap {\n\tkey_prefix \"\"" + valid + "\n}", `key_prefix "" is empty, which means the default "freqcap:"`, 2},
 		{"skip with a space after its placeholder", "frequency_cap {\n\tskip \"{json.v} \" true" + valid + "\n}", `skip "{json.v} " has white space around its placeholder, so only values carrying it too would match; write "{json.v}"`, 2},
 		{"skip on a wildcard path", "frequency_cap {\n\tskip {json.*.validate_only} true" + valid + "\n}", `skip "{json.*.validate_only}" reads a wildcard path`, 2},
 		{"skip empty value", "frequency_cap {\n\tskip {json.validate_only} \"\"" + valid + "\n}", `skip: the value "" matches every request that lacks the placeholder`, 2},

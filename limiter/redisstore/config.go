@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -26,6 +28,10 @@ type Config struct {
 	// too where it names them: Username, Password and DB fill in what it
 	// leaves out (a password kept apart from the URL), and one that says
 	// otherwise than the URL is an error.
+	// Options in its query are held to bounds: a pool_size from 1 to
+	// 10000, durations of at least 1ms (or -1 where go-redis reads that as
+	// off), a client_name Redis accepts, a database named once. PoolSize
+	// beside a URL that also gives one, differently, is an error too.
 	URL string `json:"url,omitempty"`
 	// Addresses are host:port pairs: the server, the cluster seed nodes, or
 	// the sentinels. Default 127.0.0.1:6379.
@@ -62,8 +68,9 @@ type Config struct {
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// DialTimeout bounds opening a connection. Default: Timeout.
 	DialTimeout time.Duration `json:"dial_timeout,omitempty"`
-	// PoolSize is the most connections per node. Default: go-redis's
-	// (10 per CPU).
+	// PoolSize is the most connections per node, from 1 to 10000
+	// (MaxPoolSize). Default: the URL's pool_size, else go-redis's (10 per
+	// CPU).
 	PoolSize int `json:"pool_size,omitempty"`
 	// ScriptOnly decides every batch in freqcap.lua, in one round trip,
 	// instead of in Go between a read and a compare-and-set write (two),
@@ -122,9 +129,6 @@ func (c *Config) Validate() error {
 		if err != nil {
 			return err
 		}
-		if opt.DB < 0 {
-			return fmt.Errorf("redis url: database %d: a database is a number from 0", opt.DB)
-		}
 		if err := CheckAddress(opt.Addr); err != nil {
 			return fmt.Errorf("redis url: %w", err)
 		}
@@ -143,6 +147,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Timeout < 0 || c.DialTimeout < 0 || c.PoolSize < 0 || c.DB < 0 {
 		return fmt.Errorf("redis: timeouts, pool_size and db must not be negative")
+	}
+	if c.PoolSize != 0 {
+		if err := CheckPoolSize(c.PoolSize); err != nil {
+			return fmt.Errorf("redis %w", err)
+		}
 	}
 	if err := CheckTimeout("timeout", c.Timeout); err != nil {
 		return err
@@ -306,7 +315,7 @@ var ErrAddressesNeedTopology = errors.New("redis: several addresses are a cluste
 // error quotes the URL, and a password with a / or # in it derails the
 // parse into quoting parts of it.
 func CheckURL(raw string) error {
-	_, err := redis.ParseURL(raw)
+	_, err := parseURL(raw)
 	if err == nil {
 		return nil
 	}
@@ -357,9 +366,13 @@ func (c *Config) KeySpace(prefix string) string {
 // and taking either would log in as, or count in, what the other says.
 // The errors name the fields, never their values.
 func (c *Config) URLOptions() (*redis.Options, error) {
-	opt, err := redis.ParseURL(c.URL)
+	opt, err := parseURL(c.URL)
 	if err != nil {
 		return nil, err
+	}
+	// The URL's pool_size is at least 1 when given (checkURLOptions).
+	if c.PoolSize != 0 && opt.PoolSize != 0 && opt.PoolSize != c.PoolSize {
+		return nil, fmt.Errorf("redis: the url and pool_size each give a pool size, and they differ; give it once")
 	}
 	for _, f := range []struct {
 		name    string
@@ -403,4 +416,149 @@ func urlNamesDB(raw string) bool {
 		return false
 	}
 	return u.Query().Has("db") || u.Scheme != "unix" && strings.Trim(u.Path, "/") != ""
+}
+
+// MaxPoolSize bounds pool_size, in the config and in a URL's query.
+// go-redis sizes a pool's structures to PoolSize as it builds the client,
+// before any connection opens: 100000000 took about 28 GB and the process
+// with it, and 2147483648 panicked. 10000 is what one Redis serves by
+// default (maxclients), so a larger pool per node could never fill.
+const MaxPoolSize = 10000
+
+// CheckPoolSize refuses a pool size outside 1..MaxPoolSize. The error
+// starts with "pool_size", for the caller to say where it was given.
+func CheckPoolSize(n int) error {
+	if n < 1 || n > MaxPoolSize {
+		return fmt.Errorf("pool_size %d is not a number from 1 to %d", n, MaxPoolSize)
+	}
+	return nil
+}
+
+// maxURLBufferSize bounds a URL's pipeline buffer sizes: each pipeline
+// connection holds one of each, and go-redis's own notes find no gain past
+// 128 KiB and a loss from 512 KiB.
+const maxURLBufferSize = 1 << 20
+
+// urlDurations are the duration options of a URL's query, and whether
+// go-redis documents -1 for the option as turning it off. go-redis reads
+// every value of 0 and below as -1, so only -1 is taken as written.
+var urlDurations = []struct {
+	name string
+	off  bool
+}{
+	{"dial_timeout", false}, {"pool_timeout", false},
+	{"read_timeout", true}, {"write_timeout", true},
+	{"min_retry_backoff", true}, {"max_retry_backoff", true},
+	{"conn_max_idle_time", true}, {"idle_timeout", true},
+	{"conn_max_lifetime", true}, {"max_conn_age", true}, {"conn_max_lifetime_jitter", true},
+}
+
+// parseURL is redis.ParseURL with the options its query sets checked
+// (checkURLOptions), so that a client is never built with them unchecked.
+func parseURL(raw string) (*redis.Options, error) {
+	opt, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(raw) // redis.ParseURL took it, so this does too
+	if err != nil {
+		return nil, err
+	}
+	if err := checkURLOptions(u, opt); err != nil {
+		return nil, err
+	}
+	return opt, nil
+}
+
+// checkURLOptions refuses what a URL (u, which redis.ParseURL read into
+// opt) sets that would fail at load without a config error, fail every
+// connection later (which reads as a server down, and on_error allow then
+// passes every send uncapped), or count somewhere other than the config
+// reads: an option given twice (go-redis takes the last one silently), a
+// database given in the path and the query differently or below 0, a
+// client name Redis refuses, a protocol other than RESP 2 or 3, pool and
+// buffer sizes out of range, and durations under 1ms other than the -1
+// that go-redis documents as off. The errors name the option.
+func checkURLOptions(u *url.URL, opt *redis.Options) error {
+	q := u.Query()
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		if n := len(q[name]); n > 1 {
+			return fmt.Errorf("option %s is given %d times; give it once", name, n)
+		}
+	}
+	if u.Scheme != "unix" && q.Get("db") != "" {
+		if f := strings.FieldsFunc(u.Path, func(r rune) bool { return r == '/' }); len(f) == 1 {
+			if path, err := strconv.Atoi(f[0]); err == nil && path != opt.DB {
+				return fmt.Errorf("the url selects database %d in its path and %d in its query (db); give it once", path, opt.DB)
+			}
+		}
+	}
+	if opt.DB < 0 {
+		return fmt.Errorf("database %d: a database is a number from 0", opt.DB)
+	}
+	// Redis's own rule (CLIENT SETNAME): no spaces, newlines or special
+	// characters.
+	if i := strings.IndexFunc(opt.ClientName, func(r rune) bool { return r < '!' || r > '~' }); i >= 0 {
+		return fmt.Errorf("option client_name %q: Redis refuses a name with spaces, newlines or characters other than '!' to '~', and every connection would fail", opt.ClientName)
+	}
+	if q.Has("protocol") && opt.Protocol != 2 && opt.Protocol != 3 {
+		return fmt.Errorf("option protocol %d: go-redis speaks RESP 2 or 3", opt.Protocol)
+	}
+	if q.Has("pool_size") {
+		if err := CheckPoolSize(opt.PoolSize); err != nil {
+			return fmt.Errorf("option %w", err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"min_idle_conns", opt.MinIdleConns}, {"max_idle_conns", opt.MaxIdleConns}, {"max_active_conns", opt.MaxActiveConns}, {"max_concurrent_dials", opt.MaxConcurrentDials}} {
+		if c.n < 0 || c.n > MaxPoolSize {
+			return fmt.Errorf("option %s %d is not a number from 0 to %d", c.name, c.n, MaxPoolSize)
+		}
+	}
+	if opt.PipelinePoolSize > MaxPoolSize {
+		return fmt.Errorf("option pipeline_pool_size %d is over %d (a negative one turns the pipeline pool off)", opt.PipelinePoolSize, MaxPoolSize)
+	}
+	for _, b := range []struct {
+		name string
+		n    int
+	}{{"pipeline_read_buffer_size", opt.PipelineReadBufferSize}, {"pipeline_write_buffer_size", opt.PipelineWriteBufferSize}} {
+		if b.n < 0 || b.n > maxURLBufferSize {
+			return fmt.Errorf("option %s %d is not a number of bytes from 0 to %d", b.name, b.n, maxURLBufferSize)
+		}
+	}
+	for _, d := range urlDurations {
+		if err := checkURLDuration(d.name, q.Get(d.name), d.off); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkURLDuration checks a duration option's raw value as go-redis reads
+// it (a bare number is seconds), which redis.ParseURL has parsed already.
+// "" is the option left out.
+func checkURLDuration(name, raw string, off bool) error {
+	if raw == "" || off && raw == "-1" {
+		return nil
+	}
+	var d time.Duration
+	if n, err := strconv.ParseInt(raw, 10, 64); err == nil {
+		// go-redis multiplies without a check: past this it wraps around.
+		if n > math.MaxInt64/int64(time.Second) {
+			return fmt.Errorf("option %s=%s is too long: a bare number is seconds", name, raw)
+		}
+		d = time.Duration(n) * time.Second
+	} else if d, err = time.ParseDuration(raw); err != nil {
+		return fmt.Errorf("option %s=%s: %w", name, raw, err)
+	}
+	if d < time.Millisecond {
+		also := ""
+		if off {
+			also = ", -1 to turn it off"
+		}
+		return fmt.Errorf("option %s=%s is under 1ms: give a duration such as 500ms (a bare number is seconds)%s, or leave it out for go-redis's default", name, raw, also)
+	}
+	return nil
 }
