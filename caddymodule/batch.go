@@ -243,12 +243,28 @@ func anyApplies(reqs []limiter.Request, quiet [][]quietHit) bool {
 	return false
 }
 
-// replaceBody makes body the request's body, with its length.
+// replaceBody makes body the request's body, with its length, and
+// without the sender's digests of the body it replaces.
 func replaceBody(r *http.Request, body []byte) {
 	r.Body = replayBody{Reader: bytes.NewReader(body), Closer: r.Body}
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
 	r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	dropDigests(r.Header)
+}
+
+// bodyDigests are the fields that hash a message's body (RFC 1864's
+// Content-MD5, RFC 3230's Digest, RFC 9530's Content-Digest and
+// Repr-Digest): a body rewritten makes them false, and a reader that
+// checks one would refuse it. Nothing could sign the new body for the
+// sender, so they go.
+var bodyDigests = [...]string{"Content-Md5", "Digest", "Content-Digest", "Repr-Digest"}
+
+// dropDigests removes h's digests of its body (see bodyDigests).
+func dropDigests(h http.Header) {
+	for _, k := range bodyDigests {
+		delete(h, k)
+	}
 }
 
 // passBatch passes an admitted batch on. It refunds every admitted entry

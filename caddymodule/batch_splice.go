@@ -101,6 +101,9 @@ func (s *spliceWriter) finish(method string, splice func(status int, answer []by
 	}
 	out, ok := splice(s.status, s.buf.Bytes())
 	s.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	if !bytes.Equal(out, s.buf.Bytes()) {
+		dropDigests(s.Header())
+	}
 	s.ResponseWriter.WriteHeader(s.status)
 	_, _ = s.ResponseWriter.Write(out)
 	return !ok

@@ -1,8 +1,6 @@
 package caddymodule
 
 import (
-	"bytes"
-
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 )
 
@@ -21,7 +19,10 @@ func parseJSON(raw []byte) ([]byte, error) {
 	if err := jsonbatch.Valid(raw); err != nil {
 		return nil, err
 	}
-	return bytes.Trim(raw, " \t\r\n"), nil // JSON's whitespace, no more
+	// Kept whole, white space around the value too: a batch under drop
+	// is rewritten from these bytes, and every byte but the dropped
+	// entries' goes on as sent (a trailing newline was lost).
+	return raw, nil
 }
 
 // lookupJSON follows a dotted path (object keys and array indices) through
