@@ -106,7 +106,7 @@ func TestEncodedBodies(t *testing.T) {
 
 // TestEncodedBodyFailures proves that a body expanding past max_body is a
 // fast 413, corrupt data a 400, and an encoding the module cannot read a
-// 415 naming those it can; that none of them counts anything; and that a
+// 415 naming those it can; that no body is none in any coding; that none of them counts anything; and that a
 // cap set whose dimensions do not read the body passes any encoding on.
 func TestEncodedBodyFailures(t *testing.T) {
 	up := startUpstream(t)
@@ -126,6 +126,16 @@ func TestEncodedBodyFailures(t *testing.T) {
 	expectFailure(t, a, http.StatusUnsupportedMediaType, `unsupported content coding "br"`)
 	if ae := a.header.Get("Accept-Encoding"); ae != "gzip, deflate, zstd" {
 		t.Errorf("415 Accept-Encoding %q", ae)
+	}
+	// No body at all is no body whatever its declared coding: its
+	// dimensions are missing, as without one (gzip and deflate said the
+	// data ended early, zstd that the recipient was missing).
+	plain := g.post("/push/send", "application/json", "")
+	for _, coding := range []string{"gzip", "deflate", "zstd"} {
+		a := g.post("/push/send", "application/json", "", "Content-Encoding: "+coding)
+		if a.status != plain.status || string(a.body) != string(plain.body) {
+			t.Errorf("an empty body declared %s: %d %s, want as without a coding: %d %s", coding, a.status, a.body, plain.status, plain.body)
+		}
 	}
 	// Nothing above counted x: its first send is admitted.
 	expectStatus(t, g.post("/push/send", "application/json", whole, "Content-Encoding: gzip"), http.StatusOK)

@@ -306,7 +306,9 @@ func readBody(r *http.Request, needs int, maxBody int64) (*body, *reply.Failure)
 	}
 
 	b := &body{coding: coding}
-	if coding != bodycodec.Identity {
+	if coding != bodycodec.Identity && len(raw) > 0 {
+		// No body at all is no body in any coding (a GET that declares
+		// one): its dimensions are missing, as without the coding.
 		raw, b.coding, err = bodycodec.Decode(coding, raw, maxBody)
 		switch {
 		case errors.Is(err, bodycodec.ErrTooLarge):
