@@ -1,8 +1,18 @@
 package caddymodule
 
 import (
+	"bytes"
+	"errors"
+
 	"github.com/freqcap/caddy-freqcap/internal/jsonbatch"
 )
+
+// utf8BOM is a byte order mark, which JSON forbids a sender to add (RFC
+// 8259 §8.1): Go's reader and Node's JSON.parse refuse a body that starts
+// with one, where some readers skip it.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+var errBOM = errors.New("it starts with a byte order mark (EF BB BF), which JSON forbids a sender to add (RFC 8259, 8.1); send it without")
 
 // A JSON body is validated once and then read in place: each {json.<path>}
 // walks the bytes to its value. Nothing is decoded that no placeholder
@@ -16,6 +26,9 @@ import (
 // twice. The rules are jsonbatch.Valid's, so that a body the placeholders
 // read is one the batch path reads the same way.
 func parseJSON(raw []byte) ([]byte, error) {
+	if bytes.HasPrefix(raw, utf8BOM) {
+		return nil, errBOM
+	}
 	if err := jsonbatch.Valid(raw); err != nil {
 		return nil, err
 	}
