@@ -42,20 +42,34 @@ func passedOn(r *http.Request) (*http.Request, func()) { return passedOnWithin(r
 
 // passedOnWithin is passedOn with the grace given.
 func passedOnWithin(r *http.Request, grace time.Duration) (*http.Request, func()) {
-	sender := r.Context()
-	ctx, cut := context.WithCancel(context.WithoutCancel(sender))
-	var timer atomic.Pointer[time.Timer]
-	stop := context.AfterFunc(sender, func() {
-		timer.Store(time.AfterFunc(grace, cut))
-	})
-	return r.WithContext(ctx), func() {
-		if !stop() {
-			if t := timer.Load(); t != nil {
-				t.Stop()
-			}
+	p := &passing{grace: grace}
+	var ctx context.Context
+	ctx, p.cut = context.WithCancel(context.WithoutCancel(r.Context()))
+	p.stop = context.AfterFunc(r.Context(), p.senderGone)
+	return r.WithContext(ctx), p.release
+}
+
+// passing is one request's passedOn: one object rather than closures,
+// since every request makes one.
+type passing struct {
+	grace time.Duration
+	cut   context.CancelFunc
+	stop  func() bool // stops watching the sender
+	timer atomic.Pointer[time.Timer]
+}
+
+// senderGone runs when the sender goes away: the call is cut off grace
+// later.
+func (p *passing) senderGone() { p.timer.Store(time.AfterFunc(p.grace, p.cut)) }
+
+// release ends the context at once, the request served.
+func (p *passing) release() {
+	if !p.stop() {
+		if t := p.timer.Load(); t != nil {
+			t.Stop()
 		}
-		cut()
 	}
+	p.cut()
 }
 
 // cutOff reports whether the call to the upstream was cut off: its sender
