@@ -28,8 +28,9 @@ import (
 //	              denied over allowed and denied leaves it out, where it
 //	              would read 100 % every night)
 //
-// A shadow rule (dry_run in its block) that would deny counts as
-// dry_run_deny, whatever the live rules decided. Rules left out of a request
+// A shadow rule (dry_run in its block) that would deny a request the live
+// rules admitted counts as dry_run_deny; one the live rules refused, it
+// counts nothing for. Rules left out of a request
 // (on_missing skip) count nothing. Each recipient entry of a batch is a
 // decision of its own; the entries a refused batch admitted recorded
 // nothing and count nothing.
@@ -273,8 +274,13 @@ func outcomeOf(res *limiter.Result, allowed, dryRun, exempt bool) int {
 	switch {
 	case exempt:
 		return exemptOutcome
-	case res.Waived && res.Denied:
+	case res.Waived && res.Denied && allowed:
 		return dryRunDenyOutcome
+	case res.Waived && res.Denied:
+		// A shadow rule's would-be denial of a request the live rules
+		// refused stops nothing that was not stopped: the series counts
+		// the sends the rule would stop once live.
+		return noOutcome
 	case allowed:
 		return allowedOutcome
 	case res.Denied && dryRun:

@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // TestPassedOnOutlivesItsSender proves what a sender's going away does to
@@ -34,5 +36,21 @@ func TestPassedOnOutlivesItsSender(t *testing.T) {
 	release2()
 	if r2.Context().Err() == nil {
 		t.Error("a released request's context goes on")
+	}
+}
+
+// TestPassedOnOnce proves that a request a cap set passed on is taken as
+// it is by the cap sets after it: stacked, each added its grace to the
+// one before (a probe's two cap sets cut a call at 60 s, and refunded one
+// set's count and not the other's in between).
+func TestPassedOnOnce(t *testing.T) {
+	vars := map[string]any{}
+	ctx := context.WithValue(context.Background(), caddyhttp.VarsCtxKey, vars)
+	first, release := passedOnWithin(httptest.NewRequest("POST", "/send", nil).WithContext(ctx), time.Hour)
+	defer release()
+	second, release2 := passedOnWithin(first, time.Hour)
+	defer release2()
+	if second != first {
+		t.Error("the second cap set passed on a request passed on already")
 	}
 }

@@ -125,7 +125,8 @@ func (h *Handler) noteUsage(start time.Time, d *limiter.Decision) {
 // request, had it been live. Dimension values are logged only with
 // log_values.
 func (h *Handler) logShadows(req *limiter.Request, d *limiter.Decision) {
-	if req.Exempt {
+	if req.Exempt || !d.Allowed {
+		// Refused anyway: the shadow rule would have stopped nothing.
 		return
 	}
 	for i := range d.Results {
@@ -137,7 +138,7 @@ func (h *Handler) logShadows(req *limiter.Request, d *limiter.Decision) {
 		if ce == nil {
 			return
 		}
-		fields := []zap.Field{zap.String("handler", h.Name), zap.String("rule", res.Rule.Name), zap.Bool("denied", !d.Allowed)}
+		fields := []zap.Field{zap.String("handler", h.Name), zap.String("rule", res.Rule.Name)}
 		if h.LogValues {
 			fields = append(fields, zap.Object("values", reply.CheckValues(req.Checks[i:i+1])))
 		}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // This file is what a sender that goes away, or an answer that breaks off,
@@ -42,12 +44,23 @@ func passedOn(r *http.Request) (*http.Request, func()) { return passedOnWithin(r
 
 // passedOnWithin is passedOn with the grace given.
 func passedOnWithin(r *http.Request, grace time.Duration) (*http.Request, func()) {
+	if caddyhttp.GetVar(r.Context(), passedVar) == r.Context() {
+		// A cap set before this one passed it on already: one grace
+		// for the request, not one more for each cap set.
+		return r, func() {}
+	}
 	p := &passing{grace: grace}
 	var ctx context.Context
 	ctx, p.cut = context.WithCancel(context.WithoutCancel(r.Context()))
 	p.stop = context.AfterFunc(r.Context(), p.senderGone)
+	caddyhttp.SetVar(ctx, passedVar, ctx)
 	return r.WithContext(ctx), p.release
 }
+
+// passedVar is the request variable that holds the context passedOn made,
+// so that the cap sets after the first (a route with two frequency_cap
+// directives) take it as it is.
+const passedVar = "freqcap.passed"
 
 // passing is one request's passedOn: one object rather than closures,
 // since every request makes one.
