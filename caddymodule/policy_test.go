@@ -281,9 +281,9 @@ func TestPolicyShadow(t *testing.T) {
 		}
 		after, _ := scrape(t)
 		expectDeltas(t, before, after, map[string]float64{
-			decisions(name, "live", "allowed"):       3,
-			decisions(name, "live", "denied"):        1,
-			decisions(name, "trial", "allowed"):      1,
+			decisions(name, "live", "allowed"):  3,
+			decisions(name, "live", "denied"):   1,
+			decisions(name, "trial", "allowed"): 1,
 			// The 4th send, refused by live, would have been by trial
 			// too: it stops nothing more, so counts nothing for trial.
 			decisions(name, "trial", "dry_run_deny"): 2,
