@@ -196,11 +196,11 @@ func setQuotaHeaders(h http.Header, d *limiter.Decision, before []*limiter.Decis
 	}
 	end[0] = len(buf)
 	for i, res := range results {
-		buf = appendItem(buf, i, res.Rule.Name, ";r=", res.Remaining, ";t=", reply.CeilSeconds(res.Reset))
+		buf = appendItem(buf, i, res.Rule.Name, ";r=", res.Remaining, ";t=", reply.CeilSeconds(freesUpIn(&res)))
 	}
 	end[1] = len(buf)
 	t := results[tightestOf(results)]
-	reset := reply.CeilSeconds(t.Reset)
+	reset := reply.CeilSeconds(freesUpIn(&t))
 	if resetIsTime {
 		reset += d.Now.Unix()
 	}
@@ -306,11 +306,24 @@ func tightestOf(results []limiter.Result) int {
 	tight := 0
 	for i, res := range results {
 		t := results[tight]
-		if res.Remaining < t.Remaining || (res.Remaining == t.Remaining && reply.CeilSeconds(res.Reset) > reply.CeilSeconds(t.Reset)) {
+		if res.Remaining < t.Remaining || (res.Remaining == t.Remaining && reply.CeilSeconds(freesUpIn(&res)) > reply.CeilSeconds(freesUpIn(&t))) {
 			tight = i
 		}
 	}
 	return tight
+}
+
+// freesUpIn is when a rule's quota fields say it frees up (t, and
+// X-RateLimit-Reset): Reset, when its oldest record leaves, but for a rule
+// that refused the request, when it would admit the request's cost
+// (RetryAfter, as Retry-After says), which is later where the rule counts
+// more than its limit (exempt sends past it, a per-request limit lowered)
+// or the cost is more than one: a client that obeyed t was refused again.
+func freesUpIn(res *limiter.Result) time.Duration {
+	if res.Denied && !res.Waived && res.RetryAfter > res.Reset {
+		return res.RetryAfter
+	}
+	return res.Reset
 }
 
 // retryAfter is a Retry-After value: whole seconds, rounded up, at least 1.

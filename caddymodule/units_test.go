@@ -145,3 +145,30 @@ func TestQuotaHeaders(t *testing.T) {
 		t.Error("Retry-After must round up and be at least 1")
 	}
 }
+
+// TestQuotaFieldsWaitForTheSend proves that a rule that refused the
+// request says it frees up when it would admit the send (its RetryAfter,
+// as Retry-After says), not when its oldest record leaves: past its limit
+// (exempt sends past it, a lowered per-request limit) that is later, and
+// a probe's client that obeyed t=55 was refused again (Retry-After 58).
+func TestQuotaFieldsWaitForTheSend(t *testing.T) {
+	minute := &limiter.Rule{Name: "minute", Window: limiter.Window{Duration: time.Minute}}
+	d := &limiter.Decision{Denier: 0, Results: []limiter.Result{
+		{Rule: minute, Limit: 2, Used: 4, Remaining: 0, Reset: 55 * time.Second, Denied: true, RetryAfter: 58 * time.Second},
+	}}
+	h := http.Header{}
+	setQuotaHeaders(h, d, nil, false)
+	if got := h.Get("RateLimit"); got != `"minute";r=0;t=58` {
+		t.Errorf("RateLimit %q, want t=58", got)
+	}
+	if got := h.Get("X-RateLimit-Reset"); got != "58" {
+		t.Errorf("X-RateLimit-Reset %q, want 58", got)
+	}
+	// Admitted (the last send it admits), it frees up as its oldest
+	// record leaves.
+	d.Results[0].Denied, d.Results[0].RetryAfter, d.Results[0].Used = false, 0, 2
+	setQuotaHeaders(h, d, nil, false)
+	if got := h.Get("RateLimit"); got != `"minute";r=0;t=55` {
+		t.Errorf("RateLimit of an admission %q, want t=55", got)
+	}
+}
