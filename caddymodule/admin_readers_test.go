@@ -12,8 +12,9 @@ import (
 // value up as the gateway counts it where a reader rewrites what it reads:
 // an address of an {email.*} dimension in any case finds (and resets) the
 // mailbox's records, a topic of an {fcm_topic.*} dimension with FCM's
-// /topics/ prefix finds the topic's, and a value the reader refuses is a
-// 400, not a clear recipient.
+// /topics/ prefix finds the topic's (and "*" what conditions reach
+// outside their topics), and a value the reader refuses is a 400, not a
+// clear recipient.
 func TestAdminReadsValuesAsTheGatewayDoes(t *testing.T) {
 	up := startUpstream(t)
 	mail := "mail_" + strings.ReplaceAll(testPrefix(), ":", "")
@@ -65,6 +66,14 @@ func TestAdminReadsValuesAsTheGatewayDoes(t *testing.T) {
 	if a := adminDo(t, http.MethodGet, "/frequency_cap/"+mail+"_fcm/usage?topic="+url.QueryEscape("no spaces")); a.status != http.StatusBadRequest {
 		t.Errorf("a topic FCM refuses: status %d %s, want 400", a.status, a.body)
 	}
+	// What a condition reaches outside its topics counts as "*", which
+	// is no topic name: it is looked up and reset all the same (it was
+	// refused as no topic name).
+	g.post("/fcm", "application/json", fmt.Sprintf(`{"message":{"condition":"!('%s' in topics)"}}`, unique("ghost")))
+	if u := usageOf(t, mail+"_fcm", "topic=*"); u["hour"].Used != 1 {
+		t.Errorf("usage of the topic *: used %d, want 1", u["hour"].Used)
+	}
+	expectStatus(t, adminDo(t, http.MethodDelete, "/frequency_cap/"+mail+"_fcm/usage?topic=*"), http.StatusOK)
 
 	// Tokens beside topics (the gorush example): /topics/ comes off, as
 	// gorush's topic is counted.

@@ -192,7 +192,15 @@ func lookupForm(expr string) func(string) (string, error) {
 	case email && !topics && !plain:
 		return one(jsonbatch.EmailAddress)
 	case topics && !email && !plain:
-		return one(jsonbatch.FCMTopic)
+		topic := one(jsonbatch.FCMTopic)
+		return func(v string) (string, error) {
+			if v == jsonbatch.OpenAudience && len(placeholderArgs(expr, jsonbatch.FCMTopics.Name)) > 0 {
+				// What a condition reaches outside its topics: no
+				// topic name, but counted under this dimension.
+				return v, nil
+			}
+			return topic(v)
+		}
 	case topics && !email:
 		return func(v string) (string, error) { return strings.TrimPrefix(v, "/topics/"), nil }
 	}
