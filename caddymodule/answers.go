@@ -177,9 +177,9 @@ func newProblem(status int, req *limiter.Request, d *limiter.Decision, asked []i
 // decision's time plus the wait) for a provider that writes it so
 // (answer.Style.ResetIsTime).
 //
-// before are the decisions of the cap sets that admitted the request
-// before this one (see stackedResults): an admission lists their rules
-// too.
+// before are the decisions of the cap sets that passed the request on
+// before this one, given when this one passes it on too (see
+// stackedResults): their rules are listed first.
 func setQuotaHeaders(h http.Header, d *limiter.Decision, before []*limiter.Decision, resetIsTime bool) {
 	results := stackedResults(d, before)
 	if len(results) == 0 {

@@ -131,10 +131,12 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 	}
 	view := h.batchView(shown)
 	setBatchPlaceholders(repl, view, shown)
-	setQuotaHeaders(w.Header(), view, admittedBefore(r), h.style.ResetIsTime)
-	if view.Allowed && !refused {
-		noteAdmitted(r, view)
+	var before []*limiter.Decision
+	if !refused {
+		before = passedBefore(r)
+		notePassed(r, view)
 	}
+	setQuotaHeaders(w.Header(), view, before, h.style.ResetIsTime)
 	if len(denied) > 0 {
 		h.logBatchDenial(b, reqs, ds, denied)
 	}

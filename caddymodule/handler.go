@@ -489,10 +489,12 @@ func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, next caddyhtt
 
 	h.metrics.countDecision(d, h.DryRun, req.Exempt)
 	h.setPlaceholders(repl, d)
-	setQuotaHeaders(w.Header(), d, admittedBefore(r), h.style.ResetIsTime)
-	if d.Allowed {
-		noteAdmitted(r, d)
+	var before []*limiter.Decision
+	if passes := d.Allowed || h.DryRun; passes {
+		before = passedBefore(r)
+		notePassed(r, d)
 	}
+	setQuotaHeaders(w.Header(), d, before, h.style.ResetIsTime)
 	h.logShadows(req, d)
 	if !d.Allowed {
 		h.logDenial(req, d)

@@ -13,19 +13,20 @@ import (
 // cap, then the recipient's) each set the quota fields, and the later
 // one's overwrote the earlier's: an admitted answer listed the last set's
 // rules only, so a client that obeyed it was told it had quota left and
-// then refused by the first set. So each cap set that admits a request
-// leaves its decision in a request variable, and a later one that admits
-// it too lists those rules before its own.
+// then refused by the first set. So each cap set that passes a request on
+// (admitted, a batch with entries left, or under dry_run) leaves its
+// decision in a request variable, and a later one that passes it on too
+// lists those rules before its own.
 
-// admittedVar is the request variable (caddyhttp vars) that holds what the
-// cap sets before this one admitted the request with: a *limiter.Decision
-// for one, a []*limiter.Decision for more.
-const admittedVar = "freqcap.admitted"
+// passedVar is the request variable (caddyhttp vars) that holds what the
+// cap sets before this one passed the request on with: a
+// *limiter.Decision for one, a []*limiter.Decision for more.
+const passedVar = "freqcap.passed_on"
 
-// admittedBefore returns the decisions of the cap sets that admitted r
+// passedBefore returns the decisions of the cap sets that passed r on
 // before this one, in the order they ran.
-func admittedBefore(r *http.Request) []*limiter.Decision {
-	switch v := caddyhttp.GetVar(r.Context(), admittedVar).(type) {
+func passedBefore(r *http.Request) []*limiter.Decision {
+	switch v := caddyhttp.GetVar(r.Context(), passedVar).(type) {
 	case *limiter.Decision:
 		return []*limiter.Decision{v}
 	case []*limiter.Decision:
@@ -34,29 +35,29 @@ func admittedBefore(r *http.Request) []*limiter.Decision {
 	return nil
 }
 
-// noteAdmitted records that d admitted r, for the cap sets after this
+// notePassed records that r goes on with d, for the cap sets after this
 // one. The first costs no allocation: a request nearly always meets one
 // cap set.
-func noteAdmitted(r *http.Request, d *limiter.Decision) {
+func notePassed(r *http.Request, d *limiter.Decision) {
 	ctx := r.Context()
-	switch v := caddyhttp.GetVar(ctx, admittedVar).(type) {
+	switch v := caddyhttp.GetVar(ctx, passedVar).(type) {
 	case *limiter.Decision:
-		caddyhttp.SetVar(ctx, admittedVar, []*limiter.Decision{v, d})
+		caddyhttp.SetVar(ctx, passedVar, []*limiter.Decision{v, d})
 	case []*limiter.Decision:
-		caddyhttp.SetVar(ctx, admittedVar, append(v[:len(v):len(v)], d))
+		caddyhttp.SetVar(ctx, passedVar, append(v[:len(v):len(v)], d))
 	default:
-		caddyhttp.SetVar(ctx, admittedVar, d)
+		caddyhttp.SetVar(ctx, passedVar, d)
 	}
 }
 
 // stackedResults returns the results the quota fields of d list: d's
-// enforced ones, after those of the cap sets that admitted the request
-// before it when d admits it too. A refusal lists its own rules only:
-// the earlier cap sets give their counts back (refund_on 429), and the
-// client waits for the rule that refused it.
+// enforced ones, after those of the cap sets that passed the request on
+// before it (before, given when d passes it on too). A refusal lists its
+// own rules only: the earlier cap sets give their counts back (refund_on
+// 429), and the client waits for the rule that refused it.
 func stackedResults(d *limiter.Decision, before []*limiter.Decision) []limiter.Result {
 	own := enforced(d.Results)
-	if !d.Allowed || len(before) == 0 || len(own) == 0 {
+	if len(before) == 0 || len(own) == 0 {
 		return own
 	}
 	var all []limiter.Result

@@ -44,7 +44,7 @@ func passedOn(r *http.Request) (*http.Request, func()) { return passedOnWithin(r
 
 // passedOnWithin is passedOn with the grace given.
 func passedOnWithin(r *http.Request, grace time.Duration) (*http.Request, func()) {
-	if caddyhttp.GetVar(r.Context(), passedVar) == r.Context() {
+	if caddyhttp.GetVar(r.Context(), passingVar) == r.Context() {
 		// A cap set before this one passed it on already: one grace
 		// for the request, not one more for each cap set.
 		return r, func() {}
@@ -53,14 +53,14 @@ func passedOnWithin(r *http.Request, grace time.Duration) (*http.Request, func()
 	var ctx context.Context
 	ctx, p.cut = context.WithCancel(context.WithoutCancel(r.Context()))
 	p.stop = context.AfterFunc(r.Context(), p.senderGone)
-	caddyhttp.SetVar(ctx, passedVar, ctx)
+	caddyhttp.SetVar(ctx, passingVar, ctx)
 	return r.WithContext(ctx), p.release
 }
 
-// passedVar is the request variable that holds the context passedOn made,
+// passingVar is the request variable that holds the context passedOn made,
 // so that the cap sets after the first (a route with two frequency_cap
 // directives) take it as it is.
-const passedVar = "freqcap.passed"
+const passingVar = "freqcap.passing"
 
 // passing is one request's passedOn: one object rather than closures,
 // since every request makes one.
