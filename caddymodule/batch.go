@@ -105,6 +105,9 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 	// drop when nothing is left to send (every entry denied or gone with
 	// a denied one); never under dry_run.
 	refused := !h.DryRun && len(denied) > 0 && (!bc.drop || len(denied)+len(along) == len(ds))
+	if refused && !bc.drop {
+		h.giveBackRefused(r, ds)
+	}
 	tally := h.newBatchTally()
 	for i, d := range ds {
 		// The admitted entries of a refused batch recorded nothing, so
@@ -323,6 +326,18 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 		h.refundAll(r, ids)
 	}
 	return err
+}
+
+// giveBackRefused gives back what a batch refused under reject recorded:
+// nothing, but where only quiet entries refused it and the store admitted
+// the others (see decideBatch). It is no refund of a send (refunds_total
+// does not count it).
+func (h *Handler) giveBackRefused(r *http.Request, ds []*limiter.Decision) {
+	if ids := recordedIDs(ds); len(ids) > 0 {
+		for _, id := range limiter.JoinIDs(ids) {
+			h.giveBack(r, id)
+		}
+	}
 }
 
 // refundAll gives back every admission of a batch, joined into one refund

@@ -12,8 +12,12 @@ import (
 // rules' answers after the store's (as decide does for a single send).
 //
 // An entry that a quiet range refuses (and is not exempt) is not sent to
-// the store, so nothing is recorded for it; under BatchAll such an entry
-// refuses the whole batch, so the store is not asked at all. An entry
+// the store, so nothing is recorded for it. Under BatchAll such an entry
+// refuses the whole batch, but the other entries are decided all the
+// same, so that the answer lists every entry refused (it listed the quiet
+// ones alone, and a sender that left them out was refused again); what
+// they recorded, when the store admitted them all, the caller gives back
+// (giveBackRefused). An entry
 // whose every rule was left out (on_missing skip) is not sent either and
 // is admitted. The checks of an entry the store did not decide are
 // dropped, so that Results and Checks stay parallel.
@@ -32,9 +36,6 @@ func (h *Handler) decideBatch(ctx context.Context, reqs []limiter.Request, quiet
 				}
 			}
 		}
-	}
-	if mode == limiter.BatchAll && anyRefused {
-		return h.undecidedBatch(reqs, quiet, make([]*limiter.Decision, len(reqs))), nil
 	}
 	// Most batches send every entry to the store: then reqs go as they
 	// are, and its answers are the batch's.

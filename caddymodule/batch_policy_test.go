@@ -12,7 +12,8 @@ import (
 // {json.*.priority}, {json.*.n}): under drop, a recipient in its quiet
 // range is dropped, an exempt one in the same range passes, and the
 // others are counted at their own cost; under reject, the same batch is
-// refused naming the quiet rule, and nothing is recorded.
+// refused naming the quiet rule and every other entry refused, and
+// nothing is recorded.
 func TestBatchPolicy(t *testing.T) {
 	up := startUpstream(t)
 	span, _ := quietAround(t, "Asia/Tokyo")
@@ -63,5 +64,31 @@ func TestBatchPolicy(t *testing.T) {
 		if u := usageOf(t, name, "recipient="+who)["hour"]; u.Used != 0 {
 			t.Errorf("%s: hour used %d after a refused batch", who, u.Used)
 		}
+	}
+
+	// A quiet entry beside one its hour refuses: the 429 lists both (it
+	// listed the quiet one alone, and the batch sent again without it
+	// was refused again), and still nothing is recorded.
+	expectStatus(t, g.post("/push/send", "application/json", `[{"to":"d","n":9}]`), http.StatusOK)
+	r = g.post("/push/send", "application/json", `[{"to":"a","tz":"Asia/Tokyo","n":1},{"to":"d","n":2},{"to":"e","n":1}]`)
+	expectStatus(t, r, http.StatusTooManyRequests)
+	p := r.batchDenial(t)
+	var paths []string
+	for _, d := range p.Denied {
+		paths = append(paths, d.Path+" "+d.Rule)
+	}
+	if !slices.Equal(paths, []string{"0.to night", "1.to hour"}) {
+		t.Errorf("denied %v, want the quiet 0.to and d's 1.to: %s", paths, r.body)
+	}
+	for who, used := range map[string]int64{"d": 9, "e": 0} {
+		if u := usageOf(t, name, "recipient="+who)["hour"]; u.Used != used {
+			t.Errorf("%s: hour used %d after a refused batch, want %d", who, u.Used, used)
+		}
+	}
+	// Every other entry admitted: recorded, then given back at once.
+	r = g.post("/push/send", "application/json", `[{"to":"a","tz":"Asia/Tokyo","n":1},{"to":"e","n":4}]`)
+	expectStatus(t, r, http.StatusTooManyRequests)
+	if u := usageOf(t, name, "recipient=e")["hour"]; u.Used != 0 {
+		t.Errorf("e: hour used %d after a batch only a quiet entry refused", u.Used)
 	}
 }
