@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,7 +23,7 @@ import (
 // body is read: every recipient entry is one decision over every rule,
 // all of them in one store call, and the batch is passed on whole,
 // passed on without its denied entries (batch drop), or refused.
-func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, body *body) error {
+func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next *passOn, repl *caddy.Replacer, body *body) error {
 	bc := h.batch
 	b, err := bc.path.EnumerateMessages(body.json, bc.max)
 	if err != nil {
@@ -68,7 +69,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next caddyh
 	if bc.drop || h.DryRun {
 		mode = limiter.BatchEach
 	}
-	ds, err := h.decideBatch(r.Context(), reqs, quiet, mode)
+	ds, err := h.decideBatch(context.WithoutCancel(r.Context()), reqs, quiet, mode)
 	if err != nil {
 		for i := range reqs {
 			h.metrics.countFailure(&reqs[i])
@@ -276,7 +277,7 @@ func dropDigests(h http.Header) {
 // (ids) when the response status matches refund_on or there is none, and,
 // when splice is set (entries were dropped and the style reports them in
 // the upstream's answer), rewrites the answer with it.
-func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ids []string, splice func(status int, answer []byte) ([]byte, bool)) error {
+func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next *passOn, ids []string, splice func(status int, answer []byte) ([]byte, bool)) error {
 	if splice == nil && (len(h.refundOn) == 0 || len(ids) == 0) {
 		return next.ServeHTTP(w, r)
 	}
@@ -291,7 +292,7 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 		sw := &spliceWriter{ResponseWriter: w}
 		if refunds {
 			sw.refunded, sw.own = h.refunds, own
-			defer h.refundIfAborted(r, func() int { return sw.status }, func() { h.refundAll(r, ids) })
+			defer h.refundIfAborted(next, func() int { return sw.status }, func() { h.refundAll(r, ids) })
 		}
 		err = next.ServeHTTP(sw, r)
 		status = sw.status
@@ -310,7 +311,7 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 		rec := newStatusRecorder(w, nil)
 		if refunds {
 			rec.refunded, rec.own = h.refunds, own
-			defer h.refundIfAborted(r, func() int { return rec.status }, func() { h.refundAll(r, ids) })
+			defer h.refundIfAborted(next, func() int { return rec.status }, func() { h.refundAll(r, ids) })
 		}
 		err = next.ServeHTTP(rec, r)
 		status = rec.status
@@ -318,7 +319,7 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next caddyht
 	if status == 0 && err == nil {
 		status = http.StatusOK
 	}
-	if len(h.refundOn) > 0 && (err != nil || matchesAny(h.refundOn, status)) && !cutOff(r) {
+	if len(h.refundOn) > 0 && (err != nil || matchesAny(h.refundOn, status)) && !next.cut {
 		if refunds && err != nil && status == 0 {
 			// Caddy answers the error on w, its quota fields still on.
 			dropOwnQuota(w.Header(), own)

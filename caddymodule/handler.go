@@ -404,11 +404,10 @@ func (h *Handler) Cleanup() error {
 }
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, upstream caddyhttp.Handler) error {
 	h.serving.Add(1)
 	defer h.serving.Add(-1)
-	r, release := passedOn(r)
-	defer release()
+	next := &passOn{next: upstream}
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if h.lowers {
 		repl.Map(lowerProvider(repl))
@@ -465,7 +464,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // serveOne decides the request as one send and passes it on or denies it.
 // noEntries: it is a batch that found no entry, decided without what a
 // batch reads per entry (see request).
-func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, noEntries bool) error {
+func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, next *passOn, repl *caddy.Replacer, noEntries bool) error {
 	req, quiet, fail := h.request(repl, noEntries)
 	if fail != nil {
 		undecided(repl)
@@ -476,7 +475,9 @@ func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, next caddyhtt
 		return next.ServeHTTP(w, r)
 	}
 
-	d, err := h.decide(r.Context(), req, quiet)
+	// A sender that hangs up while the store decides has its send decided
+	// all the same (see passOn): the store may have written it already.
+	d, err := h.decide(context.WithoutCancel(r.Context()), req, quiet)
 	if err != nil {
 		h.metrics.countFailure(req)
 		h.warns.add(opDecide, err)
@@ -627,9 +628,9 @@ rules:
 // its response status matches refund_on, or it gets no response while its
 // streamed body (nil when there is none) went whole: a sender cannot pass
 // a cap by cutting a body off after the upstream had what it acts on.
-func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, d *limiter.Decision, body *streamedBody) error {
+func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next *passOn, d *limiter.Decision, body *streamedBody) error {
 	rec := newStatusRecorder(w, h.refunds)
-	defer h.refundIfAborted(r, func() int { return rec.status }, func() { h.refund(r, d.ID()) })
+	defer h.refundIfAborted(next, func() int { return rec.status }, func() { h.refund(r, d.ID()) })
 	err := next.ServeHTTP(rec, r)
 	status := rec.status
 	if status == 0 && err == nil {
@@ -642,7 +643,7 @@ func (h *Handler) serveRefundable(w http.ResponseWriter, r *http.Request, next c
 		// on: none came from an upstream.
 		dropOwnQuota(w.Header(), rec.own)
 	}
-	if (noAnswer || matchesAny(h.refundOn, status)) && !cutOff(r) {
+	if (noAnswer || matchesAny(h.refundOn, status)) && !next.cut {
 		h.refund(r, d.ID())
 	}
 	return err

@@ -18,52 +18,68 @@ import (
 // go on: reverse_proxy panics with http.ErrAbortHandler when an answer's
 // body breaks off after its status went out, and the upstream said that
 // status all the same.
-func (h *Handler) refundIfAborted(r *http.Request, status func() int, refund func()) {
+func (h *Handler) refundIfAborted(next *passOn, status func() int, refund func()) {
 	if p := recover(); p != nil {
-		if s := status(); s != 0 && matchesAny(h.refundOn, s) && !cutOff(r) {
+		if s := status(); s != 0 && matchesAny(h.refundOn, s) && !next.cut {
 			refund()
 		}
 		panic(p)
 	}
 }
 
-// hangUpGrace is how long an admitted send's upstream call may go on once
-// its sender has hung up: the gateway has the whole request (or passes on
-// what the sender streams), so the send goes on as if the sender waited
-// for its answer, and is counted, refunded or not as its answer says. A
+// hangUpGrace is how long a send's upstream call may go on once its
+// sender has hung up, where the sender had gone before the send was
+// passed on: the gateway has the whole request (or passes on what the
+// sender streams), so the send goes on as if the sender waited for its
+// answer, and is counted, refunded or not as its answer says. A
 // fire-and-forget sender that closes right after its request had it
 // counted and, half the time, never delivered: reverse_proxy gave up on
 // it, having found the sender gone. The bound keeps a hung upstream from
 // holding the call for ever, which the sender's going away used to end.
 const hangUpGrace = 30 * time.Second
 
-// passedOn returns r with a context that its sender's going away ends
-// only hangUpGrace later (see hangUpGrace), for deciding and passing on,
-// and the func that releases it once the request is served.
-func passedOn(r *http.Request) (*http.Request, func()) { return passedOnWithin(r, hangUpGrace) }
+// passOn is the next handler (the upstream's proxy) as a cap set passes a
+// request on to it. A request whose sender is still there goes on as it
+// is; one whose sender has gone (it hung up once its request was sent,
+// or while the store decided) goes on with a context that ends only
+// hangUpGrace later (passedOn), as if the sender waited. Deciding first
+// and looking then costs nothing where senders wait, as nearly all do.
+// One is made for each request.
+type passOn struct {
+	next caddyhttp.Handler
+	// cut reports that the upstream call was cut off, once it returned:
+	// its sender went away while it ran, or more than hangUpGrace before
+	// its answer. Its send stays counted, whatever the proxy made of it
+	// (reverse_proxy writes 499, which refund_on 4xx would match), since
+	// the upstream may have the message and send it.
+	cut bool
+}
 
-// passedOnWithin is passedOn with the grace given.
-func passedOnWithin(r *http.Request, grace time.Duration) (*http.Request, func()) {
-	if caddyhttp.GetVar(r.Context(), passingVar) == r.Context() {
-		// A cap set before this one passed it on already: one grace
-		// for the request, not one more for each cap set.
-		return r, func() {}
+// ServeHTTP passes the request on, as the type says.
+func (p *passOn) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	if r.Context().Err() != nil {
+		var release func()
+		r, release = passedOn(r, hangUpGrace)
+		defer release()
 	}
+	// Deferred, so that it is set before a panic (http.ErrAbortHandler)
+	// reaches refundIfAborted.
+	defer func() { p.cut = errors.Is(r.Context().Err(), context.Canceled) }()
+	return p.next.ServeHTTP(w, r)
+}
+
+// passedOn returns r with a context that its sender's going away ends
+// only grace later, and the func that releases it once the request is
+// served.
+func passedOn(r *http.Request, grace time.Duration) (*http.Request, func()) {
 	p := &passing{grace: grace}
 	var ctx context.Context
 	ctx, p.cut = context.WithCancel(context.WithoutCancel(r.Context()))
 	p.stop = context.AfterFunc(r.Context(), p.senderGone)
-	caddyhttp.SetVar(ctx, passingVar, ctx)
 	return r.WithContext(ctx), p.release
 }
 
-// passingVar is the request variable that holds the context passedOn made,
-// so that the cap sets after the first (a route with two frequency_cap
-// directives) take it as it is.
-const passingVar = "freqcap.passing"
-
-// passing is one request's passedOn: one object rather than closures,
-// since every request makes one.
+// passing is one request's passedOn: one object rather than closures.
 type passing struct {
 	grace time.Duration
 	cut   context.CancelFunc
@@ -84,10 +100,3 @@ func (p *passing) release() {
 	}
 	p.cut()
 }
-
-// cutOff reports whether the call to the upstream was cut off: its sender
-// went away more than hangUpGrace before its answer. Its send stays
-// counted, whatever the proxy then made of it (reverse_proxy writes 499,
-// which refund_on 4xx would match), since the upstream may have the
-// message and send it.
-func cutOff(r *http.Request) bool { return errors.Is(r.Context().Err(), context.Canceled) }
