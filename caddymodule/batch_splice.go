@@ -102,7 +102,10 @@ func (s *spliceWriter) finish(method string, splice func(status int, answer []by
 	out, ok := splice(s.status, s.buf.Bytes())
 	s.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	if !bytes.Equal(out, s.buf.Bytes()) {
+		// Rewritten: the upstream's digests and entity tag name its own
+		// answer, not this one.
 		dropDigests(s.Header())
+		s.Header().Del("Etag")
 	}
 	s.ResponseWriter.WriteHeader(s.status)
 	_, _ = s.ResponseWriter.Write(out)

@@ -116,3 +116,34 @@ func TestEmptyBatchIsNoMissingValue(t *testing.T) {
 		}
 	}
 }
+
+// TestSpliceDropsTheUpstreamsDigests proves that an answer splice
+// rewrites goes out without the upstream's digests and entity tag, which
+// name the answer it gave (a probe's client got Expo's ETag on the
+// rewritten tickets); one it passes as it came keeps them.
+func TestSpliceDropsTheUpstreamsDigests(t *testing.T) {
+	h, err := load(t, `{"name":"splice_digests","batch":"drop","splice":"expo","dimensions":{"recipient":"{json.*.to}"},
+	 "rules":[{"name":"one","by":["recipient"],"limit":1,"window":"1m"}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expo := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Etag", `"t1"`)
+		w.Header().Set("Content-Digest", "sha-256=:x:")
+		io.WriteString(w, `{"data":[{"status":"ok","id":"1"}]}`)
+		return nil
+	})
+	w, err := serveDirect(t, h, http.MethodPost, `[{"to":"d1"}]`, expo)
+	if err != nil || w.Header().Get("Etag") == "" || w.Header().Get("Content-Digest") == "" {
+		t.Fatalf("an answer passed as it came: %v, ETag %q, Content-Digest %q", err, w.Header().Get("Etag"), w.Header().Get("Content-Digest"))
+	}
+	w, err = serveDirect(t, h, http.MethodPost, `[{"to":"d1"},{"to":"d2"}]`, expo)
+	if err != nil || !strings.Contains(w.Body.String(), "MessageRateExceeded") {
+		t.Fatalf("no splice: %v %s", err, w.Body)
+	}
+	if e, d := w.Header().Get("Etag"), w.Header().Get("Content-Digest"); e != "" || d != "" {
+		t.Errorf("a spliced answer kept ETag %q, Content-Digest %q", e, d)
+	}
+}
