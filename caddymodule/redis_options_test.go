@@ -38,7 +38,7 @@ func TestRedisCaddyfileBounds(t *testing.T) {
 		line  int
 	}{
 		{"pool_size at the bound", redisBlock("\t\taddress 127.0.0.1:6379", "\t\tpool_size 10000"), "", 0},
-		{"url options in range", redisBlock("\t\turl redis://127.0.0.1:6379/0?pool_size=64&client_name=gw-1&read_timeout=-1"), "", 0},
+		{"url options in range", redisBlock("\t\turl redis://127.0.0.1:6379/0?pool_size=64&client_name=gw-1&pool_timeout=1s"), "", 0},
 		{"url with a placeholder, checked at load", redisBlock("\t\turl redis://127.0.0.1:6379/0?pool_size={env.POOL}"), "", 0},
 		{"timeout of 1ms", redisBlock("\t\taddress 127.0.0.1:6379", "\t\ttimeout 1ms", "\t\tdial_timeout 1ms"), "", 0},
 
@@ -52,8 +52,8 @@ func TestRedisCaddyfileBounds(t *testing.T) {
 		{"url client_name with a space", "frequency_cap {\n\tredis redis://127.0.0.1:6379/0?client_name=x%20y\n\tdimension r {json.to}\n\trule ok {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", `client_name "x y"`, 2},
 		{"url db in path and query", "frequency_cap {\n\tredis redis://127.0.0.1:6379/0?db=3\n\tdimension r {json.to}\n\trule ok {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", "database 0 in its path and 3 in its query", 2},
 		{"url db -1", "frequency_cap {\n\tredis redis://127.0.0.1:6379/-1\n\tdimension r {json.to}\n\trule ok {\n\t\tby r\n\t\tlimit 1\n\t\twindow 1m\n\t}\n}", "database -1: a database is a number from 0", 2},
-		{"url read_timeout 1ns", redisBlock("\t\turl redis://127.0.0.1:6379/0?read_timeout=1ns"), "read_timeout=1ns is under 1ms", 3},
-		{"url dial_timeout 1ns", redisBlock("\t\turl redis://127.0.0.1:6379/0?dial_timeout=1ns"), "dial_timeout=1ns is under 1ms", 3},
+		{"url read_timeout", redisBlock("\t\turl redis://127.0.0.1:6379/0?read_timeout=1ns"), "option read_timeout is the store's own", 3},
+		{"url pool_timeout 1ns", redisBlock("\t\turl redis://127.0.0.1:6379/0?pool_timeout=1ns"), "pool_timeout=1ns is under 1ms", 3},
 		{"timeout 0", redisBlock("\t\taddress 127.0.0.1:6379", "\t\ttimeout 0"), "redis timeout 0s is under 1ms", 4},
 		{"timeout 0s", redisBlock("\t\taddress 127.0.0.1:6379", "\t\ttimeout 0s"), "redis timeout 0s is under 1ms", 4},
 		{"dial_timeout 0s", redisBlock("\t\taddress 127.0.0.1:6379", "\t\tdial_timeout 0s"), "redis dial_timeout 0s is under 1ms", 4},

@@ -30,8 +30,10 @@ type Config struct {
 	// otherwise than the URL is an error.
 	// Options in its query are held to bounds: a pool_size from 1 to
 	// 10000, durations of at least 1ms (or -1 where go-redis reads that as
-	// off), a client_name Redis accepts, a database named once. PoolSize
-	// beside a URL that also gives one, differently, is an error too.
+	// off), a client_name Redis accepts, a database named once; the
+	// options the store sets itself (timeouts, retries, skip_verify) are
+	// refused. PoolSize beside a URL that also gives one, differently, is
+	// an error too.
 	URL string `json:"url,omitempty"`
 	// Addresses are host:port pairs: the server, the cluster seed nodes, or
 	// the sentinels. Default 127.0.0.1:6379.
@@ -446,11 +448,23 @@ var urlDurations = []struct {
 	name string
 	off  bool
 }{
-	{"dial_timeout", false}, {"pool_timeout", false},
-	{"read_timeout", true}, {"write_timeout", true},
-	{"min_retry_backoff", true}, {"max_retry_backoff", true},
+	{"pool_timeout", false},
 	{"conn_max_idle_time", true}, {"idle_timeout", true},
 	{"conn_max_lifetime", true}, {"max_conn_age", true}, {"conn_max_lifetime_jitter", true},
+}
+
+// urlOverridden are the options of a URL's query that the store sets
+// itself, and what to write instead: given in the URL they were dropped
+// without a word (a self-signed server's skip_verify failed every call,
+// which on_error allow passed uncapped).
+var urlOverridden = []struct{ name, instead string }{
+	{"read_timeout", "the redis block's timeout bounds every call"},
+	{"write_timeout", "the redis block's timeout bounds every call"},
+	{"dial_timeout", "write dial_timeout in the redis block"},
+	{"max_retries", "the store never retries a call: a retry would outlast timeout"},
+	{"min_retry_backoff", "the store never retries a call: a retry would outlast timeout"},
+	{"max_retry_backoff", "the store never retries a call: a retry would outlast timeout"},
+	{"skip_verify", "write tls_insecure_skip_verify in the redis block"},
 }
 
 // parseURL is redis.ParseURL with the options its query sets checked
@@ -501,10 +515,16 @@ func checkURLOptions(u *url.URL, opt *redis.Options) error {
 	if i := strings.IndexFunc(opt.ClientName, func(r rune) bool { return r < '!' || r > '~' }); i >= 0 {
 		return fmt.Errorf("option client_name %q: Redis refuses a name with spaces, newlines or characters other than '!' to '~', and every connection would fail", opt.ClientName)
 	}
-	if q.Has("protocol") && opt.Protocol != 2 && opt.Protocol != 3 {
+	for _, o := range urlOverridden {
+		if q.Has(o.name) {
+			return fmt.Errorf("option %s is the store's own: %s", o.name, o.instead)
+		}
+	}
+	// A blank value is go-redis's default, as the option left out.
+	if q.Get("protocol") != "" && opt.Protocol != 2 && opt.Protocol != 3 {
 		return fmt.Errorf("option protocol %d: go-redis speaks RESP 2 or 3", opt.Protocol)
 	}
-	if q.Has("pool_size") {
+	if q.Get("pool_size") != "" {
 		if err := CheckPoolSize(opt.PoolSize); err != nil {
 			return fmt.Errorf("option %w", err)
 		}
