@@ -107,7 +107,9 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next *passO
 	// a denied one); never under dry_run.
 	refused := !h.DryRun && len(denied) > 0 && (!bc.drop || len(denied)+len(along) == len(ds))
 	if refused && !bc.drop {
-		h.giveBackRefused(r, ds)
+		// Nothing, but where only quiet entries refused it and the
+		// store admitted the others (see decideBatch).
+		h.giveBackAll(r, ds)
 	}
 	tally := h.newBatchTally()
 	for i, d := range ds {
@@ -208,23 +210,27 @@ func cappedEntry(i int, d *limiter.Decision) jsonbatch.Capped {
 	return jsonbatch.Capped{Position: i, Rule: d.Results[d.Denier].Rule.Name, RetryAfter: int(retryAfter(d.RetryAfter))}
 }
 
-// unrecord gives back what the entries along recorded and forgets their
-// admission ids, so that refund_on does not give them back twice. A refund
-// that fails leaves them counted: an error towards denying, logged by
-// refundCounting.
+// unrecord gives back what the entries along recorded (giveBackAll).
 func (h *Handler) unrecord(r *http.Request, ds []*limiter.Decision, along []jsonbatch.Along) {
 	gone := make([]*limiter.Decision, 0, len(along))
 	for _, a := range along {
 		gone = append(gone, ds[a.Entry])
 	}
-	if ids := recordedIDs(gone); len(ids) > 0 {
-		// Not refunds: no upstream failed them, and decisions_total
-		// counted them as nothing (refunds_total would read them as
-		// sends refund_on gave back).
+	h.giveBackAll(r, gone)
+}
+
+// giveBackAll gives back what ds recorded, in one refund a store node,
+// and forgets their admission ids, so that refund_on does not give them
+// back twice. Not refunds: no upstream failed them, and decisions_total
+// counted them as nothing (refunds_total would read them as sends
+// refund_on gave back). A give-back that fails leaves them counted: an
+// error towards denying, logged by giveBack.
+func (h *Handler) giveBackAll(r *http.Request, ds []*limiter.Decision) {
+	if ids := recordedIDs(ds); len(ids) > 0 {
 		for _, id := range limiter.JoinIDs(ids) {
 			h.giveBack(r, id)
 		}
-		limiter.ForgetIDs(gone)
+		limiter.ForgetIDs(ds)
 	}
 }
 
@@ -327,18 +333,6 @@ func (h *Handler) passBatch(w http.ResponseWriter, r *http.Request, next *passOn
 		h.refundAll(r, ids)
 	}
 	return err
-}
-
-// giveBackRefused gives back what a batch refused under reject recorded:
-// nothing, but where only quiet entries refused it and the store admitted
-// the others (see decideBatch). It is no refund of a send (refunds_total
-// does not count it).
-func (h *Handler) giveBackRefused(r *http.Request, ds []*limiter.Decision) {
-	if ids := recordedIDs(ds); len(ids) > 0 {
-		for _, id := range limiter.JoinIDs(ids) {
-			h.giveBack(r, id)
-		}
-	}
 }
 
 // refundAll gives back every admission of a batch, joined into one refund

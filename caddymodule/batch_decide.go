@@ -17,7 +17,8 @@ import (
 // same, so that the answer lists every entry refused (it listed the quiet
 // ones alone, and a sender that left them out was refused again); what
 // they recorded, when the store admitted them all, the caller gives back
-// (giveBackRefused). An entry
+// (giveBackAll); a store that fails then leaves the answer to the quiet
+// rules. An entry
 // whose every rule was left out (on_missing skip) is not sent either and
 // is admitted. The checks of an entry the store did not decide are
 // dropped, so that Results and Checks stay parallel.
@@ -59,6 +60,9 @@ func (h *Handler) decideBatch(ctx context.Context, reqs []limiter.Request, quiet
 		}
 	}
 	ds := make([]*limiter.Decision, len(reqs))
+	if len(sent) > 0 && mode == limiter.BatchAll && anyRefused {
+		return h.decideRefusedBatch(ctx, reqs, quiet, sent, at), nil
+	}
 	if len(sent) > 0 {
 		got, err := h.storeDecideBatch(ctx, sent, mode)
 		if err != nil {
@@ -69,6 +73,32 @@ func (h *Handler) decideBatch(ctx context.Context, reqs []limiter.Request, quiet
 		}
 	}
 	return h.undecidedBatch(reqs, quiet, ds), nil
+}
+
+// decideRefusedBatch decides the entries sent of a batch that a quiet
+// entry refuses under BatchAll, for its answer alone: the batch is
+// refused whatever the store says, so a store that fails leaves the
+// answer to the quiet rules, as a single send's usage read does (see
+// decide), and is no failure on_error decides (the batch passed whole
+// under on_error allow). What the store recorded, having admitted them
+// all, the caller gives back (giveBackAll).
+func (h *Handler) decideRefusedBatch(ctx context.Context, reqs []limiter.Request, quiet [][]quietHit, sent []limiter.Request, at []int) []*limiter.Decision {
+	ds := make([]*limiter.Decision, len(reqs))
+	start := time.Now()
+	got, err := h.store.DecideBatch(ctx, sent, limiter.BatchAll)
+	h.metrics.decide.observe(start, err)
+	if err != nil {
+		h.outage.failed(time.Now(), "")
+		h.warns.add(opDecide, err)
+		return h.undecidedBatch(reqs, quiet, ds)
+	}
+	if len(got) > 0 {
+		h.noteStore(start, got[0])
+	}
+	for k, i := range at {
+		ds[i] = got[k]
+	}
+	return h.undecidedBatch(reqs, quiet, ds)
 }
 
 // storeDecideBatch asks the store, timed and counted.

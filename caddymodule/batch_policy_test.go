@@ -92,3 +92,40 @@ func TestBatchPolicy(t *testing.T) {
 		t.Errorf("e: hour used %d after a batch only a quiet entry refused", u.Used)
 	}
 }
+
+// TestBatchQuietStoreDown proves that a batch a quiet entry refuses under
+// reject is refused whatever the store does: with Redis down and on_error
+// allow, it passed whole (quiet entry and all) once the other entries went
+// to the store for the answer; it is a 429 naming the quiet rule, and
+// nothing reaches the upstream.
+func TestBatchQuietStoreDown(t *testing.T) {
+	up := startUpstream(t)
+	span, _ := quietAround(t, "Asia/Tokyo")
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap /push/send* {
+		name %s
+		key_prefix %s
+		redis redis://127.0.0.1:%d/0
+		on_error allow
+		batch reject
+		dimension recipient {json.*.to}
+		rule night {
+			quiet %s {json.*.tz} UTC
+			by    recipient
+		}
+		rule hour {
+			by     recipient
+			limit  10
+			window 1h
+		}
+	}
+	reverse_proxy %s`, batchName(), testPrefix(), freePort(t), span, up.addr()))
+	r := g.post("/push/send", "application/json", `[{"to":"a","tz":"Asia/Tokyo"},{"to":"b"}]`)
+	expectStatus(t, r, http.StatusTooManyRequests)
+	if p := r.batchDenial(t); p.Rule != "night" {
+		t.Errorf("denial %s", r.body)
+	}
+	if n := up.count(); n != 0 {
+		t.Errorf("the upstream got %d requests, want none", n)
+	}
+}
