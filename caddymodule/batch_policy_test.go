@@ -85,7 +85,8 @@ func TestBatchPolicy(t *testing.T) {
 			t.Errorf("%s: hour used %d after a refused batch, want %d", who, u.Used, used)
 		}
 	}
-	// Every other entry admitted: recorded, then given back at once.
+	// Every other entry admitted (the store records them, and they are
+	// given back at once): nothing stays counted.
 	r = g.post("/push/send", "application/json", `[{"to":"a","tz":"Asia/Tokyo","n":1},{"to":"e","n":4}]`)
 	expectStatus(t, r, http.StatusTooManyRequests)
 	if u := usageOf(t, name, "recipient=e")["hour"]; u.Used != 0 {

@@ -375,17 +375,17 @@ func declaredFormat(contentType string, needs int) (int, *reply.Failure) {
 	case isForm && needs&needForm != 0:
 		return needs &^ needJSON, nil
 	}
-	if err != nil {
-		// Readers differ on a type that does not parse (Go's refuses it,
-		// others take what comes before the ";"), so telling the sender
-		// to send the type it named would not help.
-		return needs, &reply.Failure{Status: http.StatusUnsupportedMediaType, Reason: fmt.Sprintf("request body declares Content-Type %q, which does not parse (%v), and readers differ on what it names; send a well-formed one such as application/json", contentType, err)}
-	}
 	want := "application/json"
 	if needs&needJSON == 0 {
 		want = "application/x-www-form-urlencoded"
 	} else if needs&needForm != 0 {
 		want += " or application/x-www-form-urlencoded"
+	}
+	if err != nil {
+		// Readers differ on a type that does not parse (Go's refuses it,
+		// others take what comes before the ";"), so telling the sender
+		// to send the type it named would not help.
+		return needs, &reply.Failure{Status: http.StatusUnsupportedMediaType, Reason: fmt.Sprintf("request body declares Content-Type %q, which does not parse (%v), and readers differ on what it names; send a well-formed %s", contentType, err, want)}
 	}
 	return needs, &reply.Failure{Status: http.StatusUnsupportedMediaType, Reason: fmt.Sprintf("request body declares Content-Type %q, but the frequency cap reads it as %s (an upstream that parses by Content-Type would read other values than the ones counted); send it as %s, or set any_content_type when the upstream reads it so whatever the type", contentType, want, want)}
 }

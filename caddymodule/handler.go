@@ -105,9 +105,12 @@ type Handler struct {
 	// RefundOn lists the response statuses that give an admitted request's
 	// quota back: classes ("5xx") or codes ("429"). When set, a request
 	// that gets no response at all (the next handler fails) is refunded
-	// too, but never one whose sender hung up before its answer, whatever
+	// too, but never one whose upstream call was cut off (its sender hung
+	// up while it ran, or it ran 30 s past its sender's going), whatever
 	// the classes (reverse_proxy then writes 499, which "4xx" matches): the
-	// upstream may have it and still send it.
+	// upstream may have it and still send it. A sender gone before its
+	// send was passed on has it passed on all the same, and refunded by
+	// the upstream's status.
 	// Default: nothing is ever refunded.
 	RefundOn []string `json:"refund_on,omitempty"`
 

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // TestPassedOnOutlivesItsSender proves what a sender's going away does to
@@ -23,7 +25,7 @@ func TestPassedOnOutlivesItsSender(t *testing.T) {
 	select {
 	case <-r.Context().Done():
 	case <-time.After(5 * time.Second):
-		t.Fatal("not cut off 5 s after its sender went away, past a grace of 50 ms")
+		t.Fatal("not ended 5 s after it was passed on, past a grace of 50 ms")
 	}
 
 	r2, release2 := passedOn(httptest.NewRequest("POST", "/send", nil), time.Hour)
@@ -82,6 +84,21 @@ func TestPassOnLooksWhenItPasses(t *testing.T) {
 	first.ServeHTTP(httptest.NewRecorder(), r)
 	if got != atSecond {
 		t.Error("a cap set after the first passed on anew a request passed on already")
+	}
+
+	// The sender leaves while the second cap set decides: the second
+	// passes it on anew, the upstream answers, and neither set is cut
+	// (the first said cut, the second not: one refunded, one kept).
+	vars := map[string]any{}
+	ctx2, cancel2 := context.WithCancel(context.WithValue(context.Background(), caddyhttp.VarsCtxKey, vars))
+	second = &passOn{next: handlerFunc(func(w http.ResponseWriter, r *http.Request) error { return nil })}
+	first = &passOn{next: handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		cancel2()
+		return second.ServeHTTP(w, r)
+	})}
+	first.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/send", nil).WithContext(ctx2))
+	if first.cut || second.cut {
+		t.Errorf("cut: first %v, second %v; want neither", first.cut, second.cut)
 	}
 }
 

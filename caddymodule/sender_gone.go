@@ -2,9 +2,7 @@ package caddymodule
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -42,14 +40,14 @@ const hangUpGrace = 30 * time.Second
 // request on to it. A request whose sender is still there goes on as it
 // is; one whose sender has gone (it hung up once its request was sent,
 // or while the store decided) goes on with a context that ends only
-// hangUpGrace later (passedOn), as if the sender waited. Deciding first
+// hangUpGrace from then (passedOn), as if the sender waited. Deciding first
 // and looking then costs nothing where senders wait, as nearly all do.
 // One is made for each request.
 type passOn struct {
 	next caddyhttp.Handler
 	// cut reports that the upstream call was cut off, once it returned:
-	// its sender went away while it ran, or more than hangUpGrace before
-	// its answer. Its send stays counted, whatever the proxy made of it
+	// its sender went away while it ran, or it ran past hangUpGrace after
+	// its sender had gone. Its send stays counted, whatever the proxy made of it
 	// (reverse_proxy writes 499, which refund_on 4xx would match), since
 	// the upstream may have the message and send it.
 	cut bool
@@ -58,45 +56,35 @@ type passOn struct {
 // ServeHTTP passes the request on, as the type says.
 func (p *passOn) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 	if r.Context().Err() != nil {
-		var release func()
+		var release context.CancelFunc
 		r, release = passedOn(r, hangUpGrace)
 		defer release()
+		caddyhttp.SetVar(r.Context(), passedAnewVar, p)
 	}
+	mine := caddyhttp.GetVar(r.Context(), passedAnewVar)
 	// Deferred, so that it is set before a panic (http.ErrAbortHandler)
-	// reaches refundIfAborted.
-	defer func() { p.cut = errors.Is(r.Context().Err(), context.Canceled) }()
+	// reaches refundIfAborted, and before release.
+	defer func() {
+		if q, ok := caddyhttp.GetVar(r.Context(), passedAnewVar).(*passOn); ok && q != mine {
+			// A cap set after this one passed it on anew, its sender
+			// gone by then: the upstream call was that one's, so both
+			// sets give back (or not) alike.
+			p.cut = q.cut
+			return
+		}
+		p.cut = r.Context().Err() != nil
+	}()
 	return p.next.ServeHTTP(w, r)
 }
 
-// passedOn returns r with a context that its sender's going away ends
-// only grace later, and the func that releases it once the request is
-// served.
-func passedOn(r *http.Request, grace time.Duration) (*http.Request, func()) {
-	p := &passing{grace: grace}
-	var ctx context.Context
-	ctx, p.cut = context.WithCancel(context.WithoutCancel(r.Context()))
-	p.stop = context.AfterFunc(r.Context(), p.senderGone)
-	return r.WithContext(ctx), p.release
-}
+// passedAnewVar is the request variable that holds the passOn (of the
+// cap sets in one route) that last passed the request on anew.
+const passedAnewVar = "freqcap.passed_anew"
 
-// passing is one request's passedOn: one object rather than closures.
-type passing struct {
-	grace time.Duration
-	cut   context.CancelFunc
-	stop  func() bool // stops watching the sender
-	timer atomic.Pointer[time.Timer]
-}
-
-// senderGone runs when the sender goes away: the call is cut off grace
-// later.
-func (p *passing) senderGone() { p.timer.Store(time.AfterFunc(p.grace, p.cut)) }
-
-// release ends the context at once, the request served.
-func (p *passing) release() {
-	if !p.stop() {
-		if t := p.timer.Load(); t != nil {
-			t.Stop()
-		}
-	}
-	p.cut()
+// passedOn returns r with a context that ends grace from now, whatever
+// its sender, which is gone, and the func that releases it once the
+// request is served.
+func passedOn(r *http.Request, grace time.Duration) (*http.Request, context.CancelFunc) {
+	ctx, release := context.WithTimeout(context.WithoutCancel(r.Context()), grace)
+	return r.WithContext(ctx), release
 }

@@ -18,7 +18,9 @@ import (
 // {json.to}) has its send decided, counted and delivered, as if it had
 // waited: a probe's fire-and-forget sender had 20 of 20 counted and 8
 // delivered (reverse_proxy gave up on a sender gone), and one that hung up
-// while Redis decided had it recorded, undelivered and in no metric. Nor
+// while Redis decided had it recorded, undelivered and in no metric (here
+// the hang-up lands before, during or after the decision as it happens:
+// on the old code 4 of 40 were counted and none delivered). Nor
 // is it a store failure: no store error counted (the metric the
 // monitoring example pages on), and no local decision under on_error
 // local (a probe so raised the store errors by 34 in 40 sends).

@@ -97,8 +97,8 @@ func (w *Wrapper) WrapListener(ln net.Listener) net.Listener {
 // be refused.
 func (w *Wrapper) seesTLS() {
 	if w.warnedTLS != nil && w.warnedTLS.CompareAndSwap(false, true) {
-		w.logger.Warn("h2_scheme sees TLS handshakes, so it is placed before tls in listener_wrappers and fixes nothing: " +
-			"remove tls from the list (Caddy puts it first) or write it before h2_scheme")
+		w.logger.Warn("h2_scheme sees a TLS handshake: where the server serves TLS, h2_scheme is placed before tls in listener_wrappers and fixes nothing, " +
+			"so remove tls from the list (Caddy puts it first) or write it before h2_scheme; on a plain-HTTP server, a client spoke TLS to it")
 	}
 }
 
