@@ -3,7 +3,9 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,5 +77,51 @@ func TestOneAcquisitionInFlightAKey(t *testing.T) {
 	}
 	if n := inner.decides.Load(); n != 1 {
 		t.Errorf("%d store decisions for 50 waiting requests; want 1 block", n)
+	}
+}
+
+// failingSlow is a store whose Decide fails once released, its caller
+// still waiting: a master that does not answer.
+type failingSlow struct {
+	slow
+	calls atomic.Int64
+}
+
+func (s *failingSlow) Decide(ctx context.Context, req *limiter.Request) (*limiter.Decision, error) {
+	s.calls.Add(1)
+	s.once.Do(func() { close(s.entered) })
+	<-s.release
+	return nil, fmt.Errorf("%w: no answer within 100ms", limiter.ErrTimeout)
+}
+
+// The requests waiting for a block whose acquisition the store failed
+// fail with it, at once: they took the acquisition in turn, each failing
+// a timeout later than the one before, so that behind a master that did
+// not answer (frozen, before its replica's promotion) requests waited
+// seconds against a timeout of 100 ms.
+func TestWaitersShareAFailedAcquisition(t *testing.T) {
+	c := newClock(t0)
+	inner := &failingSlow{slow: slow{counting: memInner(t, c), release: make(chan struct{}), entered: make(chan struct{})}}
+	g := gateway(t, inner, c, time.Minute)
+	rule := coupons(1000)
+	answers := make(chan error, 51)
+	decide := func() {
+		_, err := g.Decide(context.Background(), req(check(rule, "c")))
+		answers <- err
+	}
+	go decide()
+	<-inner.entered
+	for range 50 {
+		go decide()
+	}
+	time.Sleep(50 * time.Millisecond) // let them queue behind the acquirer
+	close(inner.release)
+	for range 51 {
+		if err := <-answers; !errors.Is(err, limiter.ErrTimeout) {
+			t.Fatalf("a request behind a failed acquisition: %v; want ErrTimeout", err)
+		}
+	}
+	if n := inner.calls.Load(); n != 1 {
+		t.Errorf("%d acquisitions tried by 51 requests behind a failing store; want 1", n)
 	}
 }

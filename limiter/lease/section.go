@@ -47,6 +47,12 @@ type section struct {
 	// gen counts the acquisitions ended; denied is gen after the last one
 	// the store denied: a request that waited for it is decided whole.
 	gen, denied uint64
+	// failedGen is gen after the last acquisition the store failed, and
+	// failed its error: the requests that waited for it fail with it,
+	// rather than each try again in turn (behind a master that does not
+	// answer, each waited a timeout more than the one before: seconds).
+	failedGen uint64
+	failed    error
 	// hint is what the store last said remains, the most the next block
 	// asks for; -1 before any answer.
 	hint int64
@@ -184,6 +190,11 @@ func (s *Store) takeFrom(ctx context.Context, sec *section, c *limiter.Check, re
 			sec.mu.Unlock()
 			return taking{}, false, nil
 		}
+		if sec.failedGen > gen {
+			err := sec.failed
+			sec.mu.Unlock()
+			return taking{}, false, err
+		}
 	}
 
 	if sec.hint >= 0 && sec.hint < c.Cost {
@@ -215,6 +226,11 @@ func (s *Store) takeFrom(ctx context.Context, sec *section, c *limiter.Check, re
 	close(ch)
 	switch {
 	case err != nil:
+		if ctx.Err() == nil {
+			// The store failed, not this request's patience: the
+			// others would meet the same store.
+			sec.failedGen, sec.failed = sec.gen, err
+		}
 		sec.mu.Unlock()
 		return taking{}, false, err
 	case b == nil:

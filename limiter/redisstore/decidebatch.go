@@ -33,6 +33,12 @@ import (
 
 // DecideBatch implements Store.
 func (s *Store) DecideBatch(ctx context.Context, reqs []limiter.Request, mode limiter.BatchMode) ([]*limiter.Decision, error) {
+	ds, err := s.decideBatch(ctx, reqs, mode)
+	s.followFailover(err)
+	return ds, err
+}
+
+func (s *Store) decideBatch(ctx context.Context, reqs []limiter.Request, mode limiter.BatchMode) ([]*limiter.Decision, error) {
 	if err := limiter.CheckBatch(reqs, mode); err != nil {
 		return nil, err
 	}

@@ -2,8 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
+
+	"github.com/freqcap/caddy-freqcap/limiter"
 )
 
 // This file tries script runs again, within the caller's deadline, when
@@ -93,6 +96,20 @@ func (r *refusalRetry) again(err error) bool {
 		return true
 	case <-r.ctx.Done():
 		return false
+	}
+}
+
+// followFailover has a cluster client read its slot map again after a
+// call that timed out or found no connection: a master that stopped
+// answering (frozen, or gone) may have been replaced by its replica, which
+// answers no MOVED to tell go-redis so; until its periodic reload, every
+// decision about that master's keys failed, for up to a minute after the
+// promotion (a probe's gateways with a leased budget there failed every
+// send for 57 s). go-redis coalesces the reloads and paces them (a few a
+// second at most), so an outage costs the cluster little.
+func (s *Store) followFailover(err error) {
+	if err != nil && (errors.Is(err, limiter.ErrTimeout) || Reason(err) == ReasonUnreachable) {
+		s.reloadSlots()
 	}
 }
 

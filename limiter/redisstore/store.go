@@ -175,12 +175,16 @@ func New(client Client, opts Options) *Store {
 
 // Decide implements Store.
 func (s *Store) Decide(ctx context.Context, req *limiter.Request) (*limiter.Decision, error) {
-	return s.decide(ctx, req, opDecide)
+	d, err := s.decide(ctx, req, opDecide)
+	s.followFailover(err)
+	return d, err
 }
 
 // Usage implements Store.
 func (s *Store) Usage(ctx context.Context, req *limiter.Request) (*limiter.Decision, error) {
-	return s.decide(ctx, req, opPeek)
+	d, err := s.decide(ctx, req, opPeek)
+	s.followFailover(err)
+	return d, err
 }
 
 // Refund implements Store.
@@ -189,7 +193,9 @@ func (s *Store) Refund(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, nil
 	}
-	return s.refund(ctx, recs)
+	given, err := s.refund(ctx, recs)
+	s.followFailover(err)
+	return given, err
 }
 
 // Reset implements Store. Resets are rare: they run unbatched, one run per
