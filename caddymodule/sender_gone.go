@@ -47,9 +47,9 @@ type passOn struct {
 	next caddyhttp.Handler
 	// cut reports that the upstream call was cut off, once it returned:
 	// its sender went away while it ran, or it ran past hangUpGrace after
-	// its sender had gone. Its send stays counted, whatever the proxy made of it
-	// (reverse_proxy writes 499, which refund_on 4xx would match), since
-	// the upstream may have the message and send it.
+	// its sender had gone. Its send stays counted, whatever the proxy
+	// made of it (reverse_proxy writes 499, which refund_on 4xx would
+	// match), since the upstream may have the message and send it.
 	cut bool
 }
 
