@@ -22,4 +22,12 @@ func TestBodyErrorsSayWhatIsWrong(t *testing.T) {
 		t.Errorf("415 tells the sender to send what it sent: %s", a.body)
 	}
 	expectStatus(t, g.post("/send", "application/json", `{"to":"ivy"}`), http.StatusOK)
+
+	// A form cap set given a multipart body without its Content-Type:
+	// the answer says the body is read as a form (it said only "invalid
+	// semicolon separator in query").
+	g2 := startGateway(t, capBlock("/form", "", "dimension recipient {form.To}", ruleBlock("once_form", "recipient", 1))+
+		"\treverse_proxy "+up.addr())
+	expectFailure(t, g2.post("/form", "", "--b\r\nContent-Disposition: form-data; name=\"To\"\r\n\r\nann\r\n--b--\r\n"), http.StatusBadRequest,
+		"as a body that declares no Content-Type is read")
 }

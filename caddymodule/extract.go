@@ -343,7 +343,7 @@ func readBody(r *http.Request, needs int, maxBody int64) (*body, *reply.Failure)
 	if needs&needForm != 0 {
 		f, err := url.ParseQuery(string(raw))
 		if err != nil {
-			return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: "request body is not a valid form: " + err.Error()}
+			return nil, &reply.Failure{Status: http.StatusBadRequest, Reason: "request body is not a valid form (application/x-www-form-urlencoded, as a body that declares no Content-Type is read): " + err.Error()}
 		}
 		b.form = f
 	}
