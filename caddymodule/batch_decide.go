@@ -87,13 +87,16 @@ func (h *Handler) decideRefusedBatch(ctx context.Context, reqs []limiter.Request
 	start := time.Now()
 	got, err := h.store.DecideBatch(ctx, sent, limiter.BatchAll)
 	h.metrics.decide.observe(start, err)
+	// Counted as a single send's usage read is (noteUsage): whatever the
+	// store, the quiet rules refuse the batch, so on_error decides
+	// nothing of it.
 	if err != nil {
 		h.outage.failed(time.Now(), "")
-		h.warns.add(opDecide, err)
+		h.warns.add(opUsage, err)
 		return h.undecidedBatch(reqs, quiet, ds)
 	}
 	if len(got) > 0 {
-		h.noteStore(start, got[0])
+		h.noteUsage(start, got[0])
 	}
 	for k, i := range at {
 		ds[i] = got[k]

@@ -163,6 +163,7 @@ func (s *Store) take(ctx context.Context, c *limiter.Check, reqNow time.Time) (t
 // meanwhile, so the key is to be looked up again.
 func (s *Store) takeFrom(ctx context.Context, sec *section, c *limiter.Check, reqNow time.Time) (tk taking, again bool, err error) {
 	sec.mu.Lock()
+	var waitedFor error // the failure of the acquisition this request waited for
 	for {
 		if sec.dead {
 			sec.mu.Unlock()
@@ -173,6 +174,10 @@ func (s *Store) takeFrom(ctx context.Context, sec *section, c *limiter.Check, re
 			tk = b.takeUnits(now, c)
 			sec.mu.Unlock()
 			return tk, false, nil
+		}
+		if waitedFor != nil {
+			sec.mu.Unlock()
+			return taking{}, false, waitedFor
 		}
 		ch := sec.acquiring
 		if ch == nil {
@@ -190,10 +195,10 @@ func (s *Store) takeFrom(ctx context.Context, sec *section, c *limiter.Check, re
 			sec.mu.Unlock()
 			return taking{}, false, nil
 		}
-		if sec.failedGen > gen {
-			err := sec.failed
-			sec.mu.Unlock()
-			return taking{}, false, err
+		if sec.failedGen == gen+1 {
+			// The store failed the acquisition it waited for: unless
+			// a block is in hand by now, it fails with it.
+			waitedFor = sec.failed
 		}
 	}
 

@@ -105,13 +105,23 @@ func (r *refusalRetry) again(err error) bool {
 // answers no MOVED to tell go-redis so; until its periodic reload, every
 // decision about that master's keys failed, for up to a minute after the
 // promotion (a probe's gateways with a leased budget there failed every
-// send for 57 s). go-redis coalesces the reloads and paces them (a few a
-// second at most), so an outage costs the cluster little.
+// send for 57 s). It asks at most once every failoverReloadEvery: go-redis
+// paces its reloads only after one that succeeds, so with every node
+// down each failing call would start another.
 func (s *Store) followFailover(err error) {
-	if err != nil && (errors.Is(err, limiter.ErrTimeout) || Reason(err) == ReasonUnreachable) {
-		s.reloadSlots()
+	if err == nil || !s.cluster || !(errors.Is(err, limiter.ErrTimeout) || Reason(err) == ReasonUnreachable) {
+		return
 	}
+	now, last := time.Now().UnixNano(), s.reloadedAt.Load()
+	if now-last < int64(failoverReloadEvery) || !s.reloadedAt.CompareAndSwap(last, now) {
+		return
+	}
+	s.reloadSlots()
 }
+
+// failoverReloadEvery paces followFailover: a few reads of the slot map a
+// second a gateway, while calls fail.
+const failoverReloadEvery = 200 * time.Millisecond
 
 // reloadSlots asks a cluster client to read the slot map again, in the
 // background (go-redis coalesces concurrent requests); other clients have

@@ -35,6 +35,9 @@ type Store struct {
 	client  Client
 	cluster bool
 	opts    Options
+	// reloadedAt is when followFailover last had the slot map read
+	// again (UnixNano), to pace it.
+	reloadedAt atomic.Int64
 	// main is the batcher's lane off a cluster; on a cluster, masters
 	// holds one lane a master (lane.go).
 	main    *lane
@@ -217,6 +220,7 @@ func (s *Store) Reset(ctx context.Context, req *limiter.Request) error {
 	for _, e := range errs {
 		firstErr = cmpErr(firstErr, e)
 	}
+	s.followFailover(firstErr)
 	return firstErr
 }
 
