@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -69,7 +68,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next *passO
 	if bc.drop || h.DryRun {
 		mode = limiter.BatchEach
 	}
-	ds, err := h.decideBatch(context.WithoutCancel(r.Context()), reqs, quiet, mode)
+	ds, err := h.decideBatch(r.Context(), reqs, quiet, mode)
 	if err != nil {
 		for i := range reqs {
 			h.metrics.countFailure(&reqs[i])

@@ -105,12 +105,11 @@ type Handler struct {
 	// RefundOn lists the response statuses that give an admitted request's
 	// quota back: classes ("5xx") or codes ("429"). When set, a request
 	// that gets no response at all (the next handler fails) is refunded
-	// too, but never one whose upstream call was cut off (its sender hung
-	// up while it ran, or it ran 30 s past its sender's going), whatever
-	// the classes (reverse_proxy then writes 499, which "4xx" matches): the
-	// upstream may have it and still send it. A sender gone before its
-	// send was passed on has it passed on all the same, and refunded by
-	// the upstream's status.
+	// too, but never one whose upstream call was cut off (it ran 30 s past
+	// its sender's going), whatever the classes (reverse_proxy then writes
+	// 499, which "4xx" matches): the upstream may have it and still send
+	// it. A sender that hangs up sooner has its send passed on all the
+	// same, and refunded by the upstream's status.
 	// Default: nothing is ever refunded.
 	RefundOn []string `json:"refund_on,omitempty"`
 
@@ -410,6 +409,8 @@ func (h *Handler) Cleanup() error {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, upstream caddyhttp.Handler) error {
 	h.serving.Add(1)
 	defer h.serving.Add(-1)
+	r, passing := passedOn(r)
+	defer passing.release()
 	next := &passOn{next: upstream}
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if h.lowers {
@@ -479,8 +480,8 @@ func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, next *passOn,
 	}
 
 	// A sender that hangs up while the store decides has its send decided
-	// all the same (see passOn): the store may have written it already.
-	d, err := h.decide(context.WithoutCancel(r.Context()), req, quiet)
+	// all the same (see passing): the store may have written it already.
+	d, err := h.decide(r.Context(), req, quiet)
 	if err != nil {
 		h.metrics.countFailure(req)
 		h.warns.add(opDecide, err)

@@ -26,65 +26,79 @@ func (h *Handler) refundIfAborted(next *passOn, status func() int, refund func()
 }
 
 // hangUpGrace is how long a send's upstream call may go on once its
-// sender has hung up, where the sender had gone before the send was
-// passed on: the gateway has the whole request (or passes on what the
-// sender streams), so the send goes on as if the sender waited for its
-// answer, and is counted, refunded or not as its answer says. A
+// sender has hung up: the gateway has the whole request (or passes on
+// what the sender streams), so the send goes on as if the sender waited
+// for its answer, and is counted, refunded or not as its answer says. A
 // fire-and-forget sender that closes right after its request had it
-// counted and, half the time, never delivered: reverse_proxy gave up on
-// it, having found the sender gone. The bound keeps a hung upstream from
+// counted and, often, never delivered: Go's server notices the close as
+// soon as the body is read (the cap reads it first), and reverse_proxy
+// gave up on the sender gone. The bound keeps a hung upstream from
 // holding the call for ever, which the sender's going away used to end.
 const hangUpGrace = 30 * time.Second
 
 // passOn is the next handler (the upstream's proxy) as a cap set passes a
-// request on to it. A request whose sender is still there goes on as it
-// is; one whose sender has gone (it hung up once its request was sent,
-// or while the store decided) goes on with a context that ends only
-// hangUpGrace from then (passedOn), as if the sender waited. Deciding first
-// and looking then costs nothing where senders wait, as nearly all do.
-// One is made for each request.
+// request on to it, and whether the call was cut off. One is made for
+// each request.
 type passOn struct {
 	next caddyhttp.Handler
 	// cut reports that the upstream call was cut off, once it returned:
-	// its sender went away while it ran, or it ran past hangUpGrace after
-	// its sender had gone. Its send stays counted, whatever the proxy
-	// made of it (reverse_proxy writes 499, which refund_on 4xx would
-	// match), since the upstream may have the message and send it.
+	// it ran past hangUpGrace after its sender went away. Its send stays
+	// counted, whatever the proxy made of it (reverse_proxy writes 499,
+	// which refund_on 4xx would match), since the upstream may have the
+	// message and send it.
 	cut bool
 }
 
 // ServeHTTP passes the request on, as the type says.
 func (p *passOn) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
-	if r.Context().Err() != nil {
-		var release context.CancelFunc
-		r, release = passedOn(r, hangUpGrace)
-		defer release()
-		caddyhttp.SetVar(r.Context(), passedAnewVar, p)
-	}
-	mine := caddyhttp.GetVar(r.Context(), passedAnewVar)
 	// Deferred, so that it is set before a panic (http.ErrAbortHandler)
-	// reaches refundIfAborted, and before release.
-	defer func() {
-		if q, ok := caddyhttp.GetVar(r.Context(), passedAnewVar).(*passOn); ok && q != mine {
-			// A cap set after this one passed it on anew, its sender
-			// gone by then: the upstream call was that one's, so both
-			// sets give back (or not) alike.
-			p.cut = q.cut
-			return
-		}
-		p.cut = r.Context().Err() != nil
-	}()
+	// reaches refundIfAborted.
+	defer func() { p.cut = r.Context().Err() != nil }()
 	return p.next.ServeHTTP(w, r)
 }
 
-// passedAnewVar is the request variable that holds the passOn (of the
-// cap sets in one route) that last passed the request on anew.
-const passedAnewVar = "freqcap.passed_anew"
+// passing is a request as the cap sets decide and pass it on: with a
+// context that its sender's going away ends only hangUpGrace later.
+// Every request makes one, so it is one object, not closures.
+type passing struct {
+	grace time.Duration
+	cut   context.CancelFunc
+	stop  func() bool // stops watching the sender
+}
 
-// passedOn returns r with a context that ends grace from now, whatever
-// its sender, which is gone, and the func that releases it once the
-// request is served.
-func passedOn(r *http.Request, grace time.Duration) (*http.Request, context.CancelFunc) {
-	ctx, release := context.WithTimeout(context.WithoutCancel(r.Context()), grace)
-	return r.WithContext(ctx), release
+// passedOn returns r as its cap sets decide and pass it on (see
+// passing), and the passing to release once it is served (nil where a
+// cap set before this one, in the same route, made it).
+func passedOn(r *http.Request) (*http.Request, *passing) { return passedOnWithin(r, hangUpGrace) }
+
+// passedOnWithin is passedOn with the grace given.
+func passedOnWithin(r *http.Request, grace time.Duration) (*http.Request, *passing) {
+	sender := r.Context()
+	if caddyhttp.GetVar(sender, passingVar) == sender {
+		return r, nil
+	}
+	p := &passing{grace: grace}
+	ctx, cut := context.WithCancel(context.WithoutCancel(sender))
+	p.cut = cut
+	p.stop = context.AfterFunc(sender, p.senderGone)
+	caddyhttp.SetVar(ctx, passingVar, ctx)
+	return r.WithContext(ctx), p
+}
+
+// passingVar is the request variable that holds the context passedOn
+// made, so that the cap sets after the first take it as it is: one grace
+// for the request.
+const passingVar = "freqcap.passing"
+
+// senderGone runs when the sender goes away: the call is cut off grace
+// later (release stops it sooner).
+func (p *passing) senderGone() { time.AfterFunc(p.grace, p.cut) }
+
+// release ends the context at once, the request served; nil does
+// nothing.
+func (p *passing) release() {
+	if p != nil {
+		p.stop()
+		p.cut()
+	}
 }
