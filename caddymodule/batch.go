@@ -74,11 +74,18 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next *passO
 			h.metrics.countFailure(&reqs[i])
 		}
 		h.warns.add(opDecide, err)
-		undecided(repl)
 		if h.OnError == OnErrorDeny {
+			undecided(repl)
 			return h.fail(w, r, storeDown)
 		}
-		return next.ServeHTTP(w, r)
+		if !bc.drop || h.DryRun || quietRefused(reqs, quiet) == nil {
+			undecided(repl)
+			return next.ServeHTTP(w, r)
+		}
+		// The entries a quiet range refuses go whatever the store says
+		// (under on_error allow the whole batch passed, quiet entries and
+		// all); the rest pass as on_error allow passes them, uncounted.
+		ds = h.undecidedBatch(reqs, quiet, make([]*limiter.Decision, len(reqs)))
 	}
 
 	var denied []int

@@ -23,21 +23,8 @@ import (
 // is admitted. The checks of an entry the store did not decide are
 // dropped, so that Results and Checks stay parallel.
 func (h *Handler) decideBatch(ctx context.Context, reqs []limiter.Request, quiet [][]quietHit, mode limiter.BatchMode) ([]*limiter.Decision, error) {
-	var refused []bool // nil when no quiet rule holds any entry
-	anyRefused := false
-	if quiet != nil {
-		refused = make([]bool, len(reqs))
-		for i := range reqs {
-			if reqs[i].Exempt {
-				continue
-			}
-			for _, q := range quiet[i] {
-				if !q.check.Shadow {
-					refused[i], anyRefused = true, true
-				}
-			}
-		}
-	}
+	refused := quietRefused(reqs, quiet)
+	anyRefused := refused != nil
 	// Most batches send every entry to the store: then reqs go as they
 	// are, and its answers are the batch's.
 	all := !anyRefused
@@ -102,6 +89,26 @@ func (h *Handler) decideRefusedBatch(ctx context.Context, reqs []limiter.Request
 		ds[i] = got[k]
 	}
 	return h.undecidedBatch(reqs, quiet, ds)
+}
+
+// quietRefused reports, by entry, which entries a quiet range refuses
+// (not exempt, and not a shadow rule's); nil when none.
+func quietRefused(reqs []limiter.Request, quiet [][]quietHit) []bool {
+	var refused []bool
+	for i := range quiet {
+		if reqs[i].Exempt {
+			continue
+		}
+		for _, q := range quiet[i] {
+			if !q.check.Shadow {
+				if refused == nil {
+					refused = make([]bool, len(reqs))
+				}
+				refused[i] = true
+			}
+		}
+	}
+	return refused
 }
 
 // storeDecideBatch asks the store, timed and counted.

@@ -130,3 +130,41 @@ func TestBatchQuietStoreDown(t *testing.T) {
 		t.Errorf("the upstream got %d requests, want none", n)
 	}
 }
+
+// TestBatchDropQuietStoreDown proves the same under drop: with Redis down
+// and on_error allow, the entries a quiet range refuses are dropped and
+// the rest pass (the whole batch passed, quiet entries and all, once an
+// entry needed the store).
+func TestBatchDropQuietStoreDown(t *testing.T) {
+	up := startUpstream(t)
+	span, _ := quietAround(t, "Asia/Tokyo")
+	g := startGateway(t, fmt.Sprintf(`
+	frequency_cap /push/send* {
+		name %s
+		key_prefix %s
+		redis redis://127.0.0.1:%d/0
+		on_error allow
+		batch drop
+		dimension recipient {json.*.to}
+		rule night {
+			quiet %s {json.*.tz} UTC
+			by    recipient
+		}
+		rule hour {
+			by     recipient
+			limit  10
+			window 1h
+		}
+	}
+	reverse_proxy %s`, batchName(), testPrefix(), freePort(t), span, up.addr()))
+	a := g.post("/push/send", "application/json", `[{"to":"a","tz":"Asia/Tokyo"},{"to":"b"}]`)
+	expectStatus(t, a, http.StatusOK)
+	if d := dropped(t, a); !slices.Equal(d, []string{"0.to"}) {
+		t.Errorf("dropped %v, want the quiet 0.to", d)
+	}
+	if got := string(up.last().body); got != `[{"to":"b"}]` {
+		t.Errorf("the upstream got %s, want the quiet entry dropped", got)
+	}
+	// Every entry quiet: refused, nothing sent.
+	expectStatus(t, g.post("/push/send", "application/json", `[{"to":"a","tz":"Asia/Tokyo"}]`), http.StatusTooManyRequests)
+}
