@@ -143,12 +143,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, next *passO
 	}
 	view := h.batchView(shown)
 	setBatchPlaceholders(repl, view, shown)
-	var before []*limiter.Decision
-	if !refused {
-		before = passedBefore(r)
-		notePassed(r, view)
-	}
-	setQuotaHeaders(w.Header(), view, before, h.style.ResetIsTime)
+	setQuotaHeaders(w.Header(), view, stackQuota(r, view, !refused), h.style.ResetIsTime)
 	if len(denied) > 0 {
 		h.logBatchDenial(b, reqs, ds, denied)
 	}

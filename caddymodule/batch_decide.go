@@ -47,30 +47,31 @@ func (h *Handler) decideBatch(ctx context.Context, reqs []limiter.Request, quiet
 		}
 	}
 	ds := make([]*limiter.Decision, len(reqs))
-	if len(sent) > 0 && mode == limiter.BatchAll && anyRefused {
-		return h.decideRefusedBatch(ctx, reqs, quiet, sent, at), nil
-	}
 	if len(sent) > 0 {
-		got, err := h.storeDecideBatch(ctx, sent, mode)
-		if err != nil {
-			return nil, err
+		var got []*limiter.Decision
+		if mode == limiter.BatchAll && anyRefused {
+			got = h.decideRefusedBatch(ctx, sent)
+		} else {
+			var err error
+			if got, err = h.storeDecideBatch(ctx, sent, mode); err != nil {
+				return nil, err
+			}
 		}
-		for k, i := range at {
+		for k, i := range at[:len(got)] { // none where a refused batch's store failed
 			ds[i] = got[k]
 		}
 	}
 	return h.undecidedBatch(reqs, quiet, ds), nil
 }
 
-// decideRefusedBatch decides the entries sent of a batch that a quiet
-// entry refuses under BatchAll, for its answer alone: the batch is
-// refused whatever the store says, so a store that fails leaves the
-// answer to the quiet rules, as a single send's usage read does (see
-// decide), and is no failure on_error decides (the batch passed whole
-// under on_error allow). What the store recorded, having admitted them
-// all, the caller gives back (giveBackAll).
-func (h *Handler) decideRefusedBatch(ctx context.Context, reqs []limiter.Request, quiet [][]quietHit, sent []limiter.Request, at []int) []*limiter.Decision {
-	ds := make([]*limiter.Decision, len(reqs))
+// decideRefusedBatch decides sent, the other entries of a batch that a
+// quiet entry refuses under BatchAll, for its answer alone: the batch is
+// refused whatever the store says, so a store that fails (nil is
+// returned) leaves the answer to the quiet rules, as a single send's
+// usage read does (see decide), and is no failure on_error decides (the
+// batch passed whole under on_error allow). What the store recorded,
+// having admitted them all, the caller gives back (giveBackAll).
+func (h *Handler) decideRefusedBatch(ctx context.Context, sent []limiter.Request) []*limiter.Decision {
 	start := time.Now()
 	got, err := h.store.DecideBatch(ctx, sent, limiter.BatchAll)
 	h.metrics.decide.observe(start, err)
@@ -80,15 +81,12 @@ func (h *Handler) decideRefusedBatch(ctx context.Context, reqs []limiter.Request
 	if err != nil {
 		h.outage.failed(time.Now(), "")
 		h.warns.add(opUsage, err)
-		return h.undecidedBatch(reqs, quiet, ds)
+		return nil
 	}
 	if len(got) > 0 {
 		h.noteUsage(start, got[0])
 	}
-	for k, i := range at {
-		ds[i] = got[k]
-	}
-	return h.undecidedBatch(reqs, quiet, ds)
+	return got
 }
 
 // quietRefused reports, by entry, which entries a quiet range refuses

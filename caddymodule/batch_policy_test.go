@@ -101,26 +101,7 @@ func TestBatchPolicy(t *testing.T) {
 // nothing reaches the upstream.
 func TestBatchQuietStoreDown(t *testing.T) {
 	up := startUpstream(t)
-	span, _ := quietAround(t, "Asia/Tokyo")
-	g := startGateway(t, fmt.Sprintf(`
-	frequency_cap /push/send* {
-		name %s
-		key_prefix %s
-		redis redis://127.0.0.1:%d/0
-		on_error allow
-		batch reject
-		dimension recipient {json.*.to}
-		rule night {
-			quiet %s {json.*.tz} UTC
-			by    recipient
-		}
-		rule hour {
-			by     recipient
-			limit  10
-			window 1h
-		}
-	}
-	reverse_proxy %s`, batchName(), testPrefix(), freePort(t), span, up.addr()))
+	g := quietStoreDownGateway(t, up, "reject")
 	r := g.post("/push/send", "application/json", `[{"to":"a","tz":"Asia/Tokyo"},{"to":"b"}]`)
 	expectStatus(t, r, http.StatusTooManyRequests)
 	if p := r.batchDenial(t); p.Rule != "night" {
@@ -137,14 +118,31 @@ func TestBatchQuietStoreDown(t *testing.T) {
 // entry needed the store).
 func TestBatchDropQuietStoreDown(t *testing.T) {
 	up := startUpstream(t)
+	g := quietStoreDownGateway(t, up, "drop")
+	a := g.post("/push/send", "application/json", `[{"to":"a","tz":"Asia/Tokyo"},{"to":"b"}]`)
+	expectStatus(t, a, http.StatusOK)
+	if d := dropped(t, a); !slices.Equal(d, []string{"0.to"}) {
+		t.Errorf("dropped %v, want the quiet 0.to", d)
+	}
+	if got := string(up.last().body); got != `[{"to":"b"}]` {
+		t.Errorf("the upstream got %s, want the quiet entry dropped", got)
+	}
+	// Every entry quiet: refused, nothing sent.
+	expectStatus(t, g.post("/push/send", "application/json", `[{"to":"a","tz":"Asia/Tokyo"}]`), http.StatusTooManyRequests)
+}
+
+// quietStoreDownGateway caps a batch of recipients in Tokyo's quiet range
+// around now ({json.*.tz}) beside an hourly cap, under the batch mode
+// given, on a Redis that is down, under on_error allow.
+func quietStoreDownGateway(t *testing.T, up *upstream, mode string) *gateway {
 	span, _ := quietAround(t, "Asia/Tokyo")
-	g := startGateway(t, fmt.Sprintf(`
+	return startGateway(t, fmt.Sprintf(`
 	frequency_cap /push/send* {
 		name %s
 		key_prefix %s
 		redis redis://127.0.0.1:%d/0
 		on_error allow
-		batch drop
+		batch %s
 		dimension recipient {json.*.to}
 		rule night {
 			quiet %s {json.*.tz} UTC
@@ -156,15 +154,5 @@ func TestBatchDropQuietStoreDown(t *testing.T) {
 			window 1h
 		}
 	}
-	reverse_proxy %s`, batchName(), testPrefix(), freePort(t), span, up.addr()))
-	a := g.post("/push/send", "application/json", `[{"to":"a","tz":"Asia/Tokyo"},{"to":"b"}]`)
-	expectStatus(t, a, http.StatusOK)
-	if d := dropped(t, a); !slices.Equal(d, []string{"0.to"}) {
-		t.Errorf("dropped %v, want the quiet 0.to", d)
-	}
-	if got := string(up.last().body); got != `[{"to":"b"}]` {
-		t.Errorf("the upstream got %s, want the quiet entry dropped", got)
-	}
-	// Every entry quiet: refused, nothing sent.
-	expectStatus(t, g.post("/push/send", "application/json", `[{"to":"a","tz":"Asia/Tokyo"}]`), http.StatusTooManyRequests)
+	reverse_proxy %s`, batchName(), testPrefix(), freePort(t), mode, span, up.addr()))
 }

@@ -494,12 +494,7 @@ func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, next *passOn,
 
 	h.metrics.countDecision(d, h.DryRun, req.Exempt)
 	h.setPlaceholders(repl, d)
-	var before []*limiter.Decision
-	if passes := d.Allowed || h.DryRun; passes {
-		before = passedBefore(r)
-		notePassed(r, d)
-	}
-	setQuotaHeaders(w.Header(), d, before, h.style.ResetIsTime)
+	setQuotaHeaders(w.Header(), d, stackQuota(r, d, d.Allowed || h.DryRun), h.style.ResetIsTime)
 	h.logShadows(req, d)
 	if !d.Allowed {
 		h.logDenial(req, d)

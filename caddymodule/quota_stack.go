@@ -66,3 +66,16 @@ func stackedResults(d *limiter.Decision, before []*limiter.Decision) []limiter.R
 	}
 	return append(all, own...)
 }
+
+// stackQuota returns what setQuotaHeaders lists before d's rules: when r
+// passes on with d, the decisions of the cap sets that passed it on before
+// this one, and notes d for those after it; nil when it does not pass (a
+// refusal lists its own rules alone).
+func stackQuota(r *http.Request, d *limiter.Decision, passes bool) []*limiter.Decision {
+	if !passes {
+		return nil
+	}
+	before := passedBefore(r)
+	notePassed(r, d)
+	return before
+}
