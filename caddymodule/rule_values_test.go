@@ -1,6 +1,9 @@
 package caddymodule
 
 import (
+	"errors"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/freqcap/caddy-freqcap/limiter"
@@ -37,4 +40,35 @@ func TestLimitPastInt64(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzLimitOf holds a per-request limit to what the docs say a sender's
+// text gives: a positive integer counts, at most 2^40 however long
+// (limiter.MaxLimit); anything else takes the fallback, or is a 400
+// without one; nothing panics, and no limit is 0 or past 2^40.
+func FuzzLimitOf(f *testing.F) {
+	for _, s := range []string{"7", "0", "-1", "+5", "05", " 5", "1099511627777", "99999999999999999999", "-99999999999999999999", "2.5", "", "abc"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, fallback := range []int64{0, 50} {
+			cr := &compiledRule{rule: &limiter.Rule{Name: "tier_day"}, limitFallback: fallback}
+			n, given, fail := cr.limitOf(s, "")
+			parsed, err := strconv.ParseInt(s, 10, 64)
+			positive, want := err == nil && parsed > 0, min(parsed, limiter.MaxLimit)
+			if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(s, "-") {
+				positive, want = true, limiter.MaxLimit
+			}
+			switch {
+			case positive && (!given || fail != nil || n != want):
+				t.Fatalf("%q, fallback %d: %d %v %v, want it given, at most 2^40", s, fallback, n, given, fail)
+			case !positive && fallback > 0 && (given || fail != nil || n != fallback):
+				t.Fatalf("%q: %d %v %v, want the fallback", s, n, given, fail)
+			case !positive && fallback == 0 && fail == nil:
+				t.Fatalf("%q without a fallback: %d, want a 400", s, n)
+			case fail == nil && (n < 1 || n > limiter.MaxLimit):
+				t.Fatalf("%q: limit %d", s, n)
+			}
+		}
+	})
 }
